@@ -1,0 +1,66 @@
+"""Turn pydantic validation errors into the contract's one-sentence error body."""
+
+from __future__ import annotations
+
+from .errors import InvalidInput
+
+# Path parts that ninja adds around a body and that the caller never wrote.
+_WRAPPERS = {"body", "payload", "query", "path", "header"}
+# Discriminated unions put the tag in the location; the caller's path has no such part.
+_UNION_TAGS = {"every", "after", "cron"}
+_MODEL_FIELDS = {"model", "model_effort", "effort", "reasoning_effort"}
+
+
+def field_path(loc: tuple | list) -> str:
+    parts = [str(part) for part in loc]
+    while parts and parts[0] in _WRAPPERS:
+        parts.pop(0)
+    if len(parts) > 1 and parts[0] == "schedule" and parts[1] in _UNION_TAGS:
+        del parts[1]
+    return ".".join(parts)
+
+
+def _message(error: dict, field: str) -> str:
+    kind = error.get("type", "")
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        last = field.rsplit(".", 1)[-1]
+        if last in _MODEL_FIELDS:
+            return f"'{field}' is not accepted: the model and its effort are always inherited from the target."
+        return f"Unknown property '{field}'; remove it (every object accepts only its documented properties)."
+    if kind == "missing":
+        return f"'{field}' is required."
+    if kind in {"int_type", "int_from_float", "int_parsing"}:
+        return f"'{field}' must be a JSON integer."
+    if kind == "greater_than_equal":
+        return f"'{field}' must be at least {ctx.get('ge')}."
+    if kind == "less_than_equal":
+        return f"'{field}' must be at most {ctx.get('le')} (2^53-1)."
+    if kind in {"string_type", "string_sub_type"}:
+        return f"'{field}' must be a string."
+    if kind == "bool_type":
+        return f"'{field}' must be true or false."
+    if kind == "string_too_short":
+        return f"'{field}' must not be empty."
+    if kind == "string_too_long":
+        return f"'{field}' is too long: at most {ctx.get('max_length')} characters."
+    if kind in {"model_type", "model_attributes_type", "dict_type"}:
+        return f"'{field}' must be a JSON object." if field else "The request body must be a JSON object."
+    if kind == "union_tag_invalid":
+        return f"'{field}.kind' must be one of every, after, cron."
+    if kind == "union_tag_not_found":
+        return f"'{field}.kind' is required: every, after or cron."
+    if kind == "literal_error":
+        return f"'{field}' must be one of {ctx.get('expected')}."
+    if kind == "value_error":
+        return str(ctx.get("error", error.get("msg", "Invalid value.")))
+    return f"'{field}': {error.get('msg', 'invalid value')}." if field else str(error.get("msg", "Invalid input."))
+
+
+def invalid_input_from(errors: list[dict]) -> InvalidInput:
+    """The first error is reported: one clear sentence beats a wall of them."""
+    error = errors[0] if errors else {}
+    field = field_path(error.get("loc", ()))
+    if error.get("type") == "union_tag_not_found" or error.get("type") == "union_tag_invalid":
+        field = field or "schedule"
+    return InvalidInput(_message(error, field), field=field or None)

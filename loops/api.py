@@ -1,0 +1,92 @@
+"""Loop tools (spec §2) and read-only loop extras (contract §4). Thin: parse, call, present."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from django.conf import settings
+from django.utils import timezone
+from ninja import Query, Router, Schema
+from pydantic import Field
+
+from dshloop.auth import tools_auth
+from dshloop.errors import InvalidInput
+from dshloop.timeutil import to_ms
+
+from . import schedules, services
+from .presenters import loop_view, run_view
+from .schemas import (
+    LoopCreateIn,
+    LoopDeleteIn,
+    LoopDeleteOut,
+    LoopListIn,
+    LoopListOut,
+    LoopView,
+    RunsOut,
+    UpcomingOut,
+)
+from .selectors import loop_get, loop_list as select_loops, loop_runs
+
+tools_router = Router(auth=tools_auth, tags=["tools"])
+loops_router = Router(auth=tools_auth, tags=["loops"])
+
+CALLER_HEADER = "X-DSH-Session-Id"
+
+
+def caller_session(request) -> str | None:
+    value = request.headers.get(CALLER_HEADER, "").strip()
+    return value or None
+
+
+@tools_router.post("/loop_create", response=LoopView, exclude_none=True, summary="loop_create")
+def loop_create(request, payload: LoopCreateIn):
+    """Create a loop: a prompt, a schedule (every / after / cron) and a target session."""
+    loop = services.loop_create(data=payload, caller_session_id=caller_session(request))
+    return loop_view(loop, now=timezone.now())
+
+
+@tools_router.post("/loop_list", response=LoopListOut, exclude_none=True, summary="loop_list")
+def loop_list(request, payload: LoopListIn):
+    """Active loops: {} for your session, {"session_id": "global"} for all, or one session's."""
+    now = timezone.now()
+    loops = select_loops(selector=payload.session_id, caller_session_id=caller_session(request))
+    return {"loops": [loop_view(loop, now=now) for loop in loops]}
+
+
+@tools_router.post("/loop_delete", response=LoopDeleteOut, summary="loop_delete")
+def loop_delete(request, payload: LoopDeleteIn):
+    """Delete any loop by its loop_id; its run history stays."""
+    if payload.loop_id is not None and payload.v1_id is not None:
+        raise InvalidInput("Give 'loop_id' or the deprecated 'id', not both.", field="id")
+    loop_id = payload.loop_id if payload.loop_id is not None else payload.v1_id
+    if loop_id is None:
+        raise InvalidInput("'loop_id' is required.", field="loop_id")
+    if payload.v1_id is not None:
+        services.logger.info("deprecated loop_delete {id} used by session %s", caller_session(request))
+    return {"deleted": True, "loop_id": services.loop_delete(loop_id=loop_id)}
+
+
+class RunsQuery(Schema):
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+
+
+class UpcomingQuery(Schema):
+    count: Annotated[int, Field(ge=1, le=500)] = 5
+
+
+@loops_router.get("/{loop_id}/runs", response=RunsOut, exclude_none=True)
+def runs(request, loop_id: str, query: Query[RunsQuery]):
+    """Run history, newest first; it outlives the loop."""
+    return {"runs": [run_view(run) for run in loop_runs(loop_id, limit=query.limit)]}
+
+
+@loops_router.get("/{loop_id}/upcoming", response=UpcomingOut)
+def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
+    """The next fire times the scheduler will use (the same schedule code)."""
+    loop = loop_get(loop_id)
+    if loop.next_at is None or loop.state == "completed":
+        return {"fire_times": []}
+    times = schedules.upcoming(
+        loop.schedule, created_at=loop.created_at, start=loop.next_at, count=query.count, host_tz=settings.TIME_ZONE
+    )
+    return {"fire_times": [to_ms(moment) for moment in times]}

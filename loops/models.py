@@ -1,0 +1,120 @@
+"""The durable loop registry (spec §4, §5) and its run history."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from . import schedules
+
+
+class LoopState(models.TextChoices):
+    # Stored states. "overdue" (spec §4) is derived when the loop is read, from next_at and
+    # the clock, so it can never be stale.
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class ScheduleKind(models.TextChoices):
+    EVERY = "every"
+    AFTER = "after"
+    CRON = "cron"
+
+
+class Loop(models.Model):
+    loop_id = models.CharField(max_length=40, primary_key=True)
+    prompt = models.TextField()
+    kind = models.CharField(max_length=5, choices=ScheduleKind.choices)
+    every_seconds = models.BigIntegerField(null=True, blank=True)
+    after_seconds = models.BigIntegerField(null=True, blank=True)
+    cron_expr = models.CharField(max_length=200, blank=True)
+    tz = models.CharField(max_length=64, blank=True, help_text="Only when supplied; else the host TIME_ZONE.")
+    # The execution target: "self", "new" or an actual session ID (spec §2.1).
+    session_id = models.CharField(max_length=255, db_index=True)
+    preset = models.CharField(max_length=255, blank=True, help_text='Only for session_id "new".')
+    created_by_session_id = models.CharField(max_length=255)
+    created_at = models.DateTimeField()
+    # The next deadline lives on the row. Null once the loop has no future occurrence.
+    next_at = models.DateTimeField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=LoopState.choices, default=LoopState.SCHEDULED)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_result = models.CharField(max_length=10, blank=True)
+    last_error = models.TextField(blank=True)
+    v1_id = models.CharField(max_length=255, null=True, blank=True, unique=True, help_text="The id of an imported v1 loop.")
+
+    class Meta:
+        ordering = ["next_at", "created_at"]
+        indexes = [
+            # The clock's query "earliest due scheduled loop": WHERE state='scheduled' AND
+            # next_at <= now ORDER BY next_at LIMIT n, and the sleep query (MIN next_at).
+            models.Index(fields=["next_at"], condition=Q(state="scheduled"), name="loop_due_idx"),
+            models.Index(fields=["created_at"], name="loop_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.loop_id
+
+    @property
+    def schedule(self) -> schedules.Schedule:
+        if self.kind == ScheduleKind.EVERY:
+            return schedules.Every(self.every_seconds)
+        if self.kind == ScheduleKind.AFTER:
+            return schedules.After(self.after_seconds)
+        return schedules.Cron(self.cron_expr, self.tz or None)
+
+
+class RunStatus(models.TextChoices):
+    CLAIMED = "claimed"
+    DELIVERING = "delivering"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class LoopRun(models.Model):
+    """One occurrence of one loop. Outlives the loop (no foreign key on purpose)."""
+
+    run_id = models.CharField(max_length=40, primary_key=True)
+    loop_id = models.CharField(max_length=40, db_index=True)
+    # "<loop_id>@<scheduled_at epoch ms>": unique, the final guard against double dispatch.
+    occurrence_key = models.CharField(max_length=120, unique=True)
+    scheduled_at = models.DateTimeField()
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.CLAIMED)
+    attempt = models.PositiveIntegerField(default=0)
+    missed = models.PositiveIntegerField(default=0)
+    # Snapshots, so history explains itself after the loop changes or is deleted.
+    prompt = models.TextField(blank=True)
+    target = models.CharField(max_length=255, blank=True, help_text="The loop's target when claimed.")
+    target_session_id = models.CharField(max_length=255, blank=True)
+    claimed_at = models.DateTimeField()
+    retry_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    fallback = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-scheduled_at"]
+        indexes = [
+            # GET /api/loops/{id}/runs: newest first per loop.
+            models.Index(fields=["loop_id", "-scheduled_at"], name="run_loop_idx"),
+            # Recovery: unfinished runs.
+            models.Index(fields=["status"], condition=Q(status__in=["claimed", "delivering"]), name="run_open_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.occurrence_key
+
+
+class SchedulerHeartbeat(models.Model):
+    """One row per running `runloops` process, refreshed as its clock ticks (contract §4)."""
+
+    instance_id = models.CharField(max_length=64, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    last_tick_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"

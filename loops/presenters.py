@@ -1,0 +1,69 @@
+"""Loop and run records as the contract's JSON shapes (epoch ms; unset fields omitted)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from dshloop.timeutil import to_ms
+
+from .models import Loop, LoopRun, LoopState, ScheduleKind
+
+# spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
+OVERDUE_AFTER = timedelta(seconds=30)
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return to_ms(moment) if moment else None
+
+
+def schedule_view(loop: Loop) -> dict:
+    if loop.kind == ScheduleKind.EVERY:
+        return {"kind": "every", "every_seconds": loop.every_seconds}
+    if loop.kind == ScheduleKind.AFTER:
+        return {"kind": "after", "after_seconds": loop.after_seconds}
+    view = {"kind": "cron", "expr": loop.cron_expr}
+    if loop.tz:
+        view["tz"] = loop.tz
+    return view
+
+
+def loop_state(loop: Loop, now: datetime) -> str:
+    if loop.state == LoopState.SCHEDULED and loop.next_at and loop.next_at < now - OVERDUE_AFTER:
+        return "overdue"
+    return loop.state
+
+
+def loop_view(loop: Loop, *, now: datetime) -> dict:
+    view = {
+        "loop_id": loop.loop_id,
+        "prompt": loop.prompt,
+        "schedule": schedule_view(loop),
+        "session_id": loop.session_id,
+        "preset": loop.preset or None,
+        "created_by_session_id": loop.created_by_session_id,
+        "created_at": to_ms(loop.created_at),
+        "next_at": _ms(loop.next_at),
+        "last_run_at": _ms(loop.last_run_at),
+        "last_result": loop.last_result or None,
+        "last_error": loop.last_error or None,
+        "state": loop_state(loop, now),
+    }
+    return {key: value for key, value in view.items() if value is not None}
+
+
+def run_view(run: LoopRun) -> dict:
+    view = {
+        "run_id": run.run_id,
+        "loop_id": run.loop_id,
+        "occurrence_key": run.occurrence_key,
+        "scheduled_at": to_ms(run.scheduled_at),
+        "status": run.status,
+        "attempt": run.attempt,
+        "missed": run.missed or None,
+        "target_session_id": run.target_session_id or None,
+        "started_at": _ms(run.started_at),
+        "finished_at": _ms(run.finished_at),
+        "error": run.error or None,
+        "fallback": run.fallback or None,
+    }
+    return {key: value for key, value in view.items() if value is not None}

@@ -1,0 +1,154 @@
+"""In/Out schemas of the loop tools (spec §2, §4). The same models validate requests and
+generate the JSON Schemas handed to agents (GET /api/tools)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, Field
+
+from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, text
+
+MAX_PROMPT_CHARS = 100_000
+
+Seconds = Annotated[
+    int,
+    Field(ge=1, le=MAX_SAFE_INTEGER, description="Whole seconds, 1..2^53-1 (a JSON integer)."),
+]
+
+
+def _trimmed_non_empty(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError("'prompt' must not be empty or only whitespace.")
+    return value
+
+
+Prompt = Annotated[
+    text(MAX_PROMPT_CHARS),
+    AfterValidator(_trimmed_non_empty),
+    Field(description="What to send; trimmed, non-empty, at most 100,000 characters."),
+]
+
+
+class EverySchedule(StrictModel):
+    """Recurring interval; the first occurrence is one full interval after creation."""
+
+    kind: Literal["every"]
+    every_seconds: Seconds
+
+
+class AfterSchedule(StrictModel):
+    """One occurrence, after_seconds after creation."""
+
+    kind: Literal["after"]
+    after_seconds: Seconds
+
+
+class CronSchedule(StrictModel):
+    """Wall-clock schedule, 5-field cron, in tz (IANA) or the host time zone."""
+
+    kind: Literal["cron"]
+    expr: Annotated[text(200), Field(min_length=1, description='e.g. "30 9 * * 1-5"')]
+    tz: Annotated[text(64), Field(description='IANA name, e.g. "Asia/Shanghai"')] | None = None
+
+
+ScheduleIn = Annotated[Union[EverySchedule, AfterSchedule, CronSchedule], Field(discriminator="kind")]
+
+
+class LoopCreateIn(StrictModel):
+    prompt: Prompt
+    schedule: ScheduleIn | None = Field(None, description="Required unless the deprecated time_in_seconds is used.")
+    session_id: Annotated[
+        Identifier,
+        Field(description='Omit for the calling session; "self" for the global interface; "new" for a fresh '
+                          "session per occurrence; or an existing session ID."),
+    ] | None = None
+    preset: Annotated[Identifier, Field(description='Only with session_id "new": the preset to mount.')] | None = None
+    time_in_seconds: Seconds | None = Field(
+        None, deprecated=True, description="Deprecated v1 alias for schedule {kind: every, every_seconds}."
+    )
+
+
+    @property
+    def v1_interval(self) -> int | None:
+        # Read without pydantic's DeprecationWarning: using the alias is logged by the service instead.
+        return self.__dict__["time_in_seconds"]
+
+
+class LoopListIn(StrictModel):
+    session_id: Annotated[
+        Identifier, Field(description='Omit for the calling session; "global" for every loop; or a session ID.')
+    ] | None = None
+
+
+class LoopDeleteIn(StrictModel):
+    loop_id: Identifier | None = None
+    id: Identifier | None = Field(None, deprecated=True, description="Deprecated v1 alias of loop_id.")
+
+    @property
+    def v1_id(self) -> str | None:
+        return self.__dict__["id"]
+
+
+class EveryOut(BaseModel):
+    kind: Literal["every"]
+    every_seconds: int
+
+
+class AfterOut(BaseModel):
+    kind: Literal["after"]
+    after_seconds: int
+
+
+class CronOut(BaseModel):
+    kind: Literal["cron"]
+    expr: str
+    tz: str | None = None
+
+
+class LoopView(BaseModel):
+    loop_id: str
+    prompt: str
+    schedule: Union[EveryOut, AfterOut, CronOut]
+    session_id: str
+    preset: str | None = None
+    created_by_session_id: str
+    created_at: int
+    next_at: int | None = None
+    last_run_at: int | None = None
+    last_result: Literal["delivered", "failed"] | None = None
+    last_error: str | None = None
+    state: Literal["scheduled", "running", "overdue", "completed", "failed"]
+
+
+class LoopListOut(BaseModel):
+    loops: list[LoopView]
+
+
+class LoopDeleteOut(BaseModel):
+    deleted: Literal[True]
+    loop_id: str
+
+
+class RunView(BaseModel):
+    run_id: str
+    loop_id: str
+    occurrence_key: str
+    scheduled_at: int
+    status: Literal["claimed", "delivering", "delivered", "failed"]
+    attempt: int
+    missed: int | None = None
+    target_session_id: str | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    error: str | None = None
+    fallback: str | None = None
+
+
+class RunsOut(BaseModel):
+    runs: list[RunView]
+
+
+class UpcomingOut(BaseModel):
+    fire_times: list[int]

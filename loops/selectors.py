@@ -1,0 +1,63 @@
+"""Reads of the loop registry (spec §2.2) and of run history."""
+
+from __future__ import annotations
+
+from django.db.models import F, Q, QuerySet
+
+from dshloop.errors import InvalidInput, UnknownLoop
+from sessions_app.hosts import get_host
+
+from .models import Loop, LoopRun, LoopState
+
+GLOBAL_SELECTOR = "global"
+
+
+def _ordered(loops: QuerySet[Loop]) -> QuerySet[Loop]:
+    # contract §3: by next_at (absent last), then created_at; loop_id makes ties stable.
+    return loops.order_by(F("next_at").asc(nulls_last=True), "created_at", "loop_id")
+
+
+def active_loops() -> QuerySet[Loop]:
+    # spec §4: completed `after` loops keep their history but leave the active list.
+    return Loop.objects.exclude(state=LoopState.COMPLETED)
+
+
+def loops_targeting(session_id: str) -> QuerySet[Loop]:
+    """Active loops that deliver to one session, including `self` loops for the global interface."""
+    target = Q(session_id=session_id)
+    global_session = get_host().global_session()
+    if global_session and global_session.session_id == session_id:
+        target |= Q(session_id="self")
+    return _ordered(active_loops().filter(target))
+
+
+def loop_list(*, selector: str | None, caller_session_id: str | None) -> QuerySet[Loop]:
+    """The three spec §2.2 forms: {} (caller), {"session_id": "global"}, {"session_id": X}."""
+    from .services import require_caller  # the same rule as loop_create
+
+    if selector is None:
+        return loops_targeting(require_caller(caller_session_id))
+    if selector == GLOBAL_SELECTOR:
+        return _ordered(active_loops())
+    if selector in {"self", "new"}:
+        raise InvalidInput(
+            f"'{selector}' is a loop_create target, not a list scope; use {{}} for your session, "
+            "\"global\" for all loops, or a session ID.",
+            field="session_id",
+        )
+    return loops_targeting(selector)
+
+
+def loop_get(loop_id: str) -> Loop:
+    loop = Loop.objects.filter(loop_id=loop_id).first()
+    if loop is None:
+        raise UnknownLoop(f"No loop {loop_id!r}; loop_list shows the loops that exist.", field="loop_id")
+    return loop
+
+
+def loop_runs(loop_id: str, *, limit: int) -> QuerySet[LoopRun]:
+    """Newest first. Runs outlive their loop, so an unknown loop with history still answers."""
+    runs = LoopRun.objects.filter(loop_id=loop_id).order_by("-scheduled_at", "-claimed_at")[:limit]
+    if not runs and not Loop.objects.filter(loop_id=loop_id).exists():
+        raise UnknownLoop(f"No loop {loop_id!r} and no runs recorded for it.", field="loop_id")
+    return runs

@@ -1,0 +1,137 @@
+"""Writes to the loop registry: loop_create and loop_delete (spec §2.1, §2.3, §9)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from dshloop.errors import (
+    InvalidInput,
+    NoCurrentSession,
+    TargetUnavailable,
+    UnknownPreset,
+    UnknownSession,
+)
+from dshloop.timeutil import truncate_to_ms
+from sessions_app.hosts import get_host
+
+from . import schedules
+from .models import Loop, LoopState, ScheduleKind
+from .schemas import AfterSchedule, CronSchedule, EverySchedule, LoopCreateIn
+from .selectors import loop_get
+
+logger = logging.getLogger("dshloop.loops")
+
+SELF, NEW, GLOBAL = "self", "new", "global"
+
+
+def new_loop_id() -> str:
+    return "loop_" + secrets.token_hex(8)
+
+
+def require_caller(caller_session_id: str | None) -> str:
+    if not caller_session_id:
+        raise NoCurrentSession(
+            "No current session: send the X-DSH-Session-Id header, or name a session_id.", field="session_id"
+        )
+    return caller_session_id
+
+
+def schedule_from_input(data: LoopCreateIn, *, now: datetime) -> schedules.Schedule:
+    if data.schedule is not None and data.v1_interval is not None:
+        raise InvalidInput(
+            "Give either 'schedule' or the deprecated 'time_in_seconds', not both.", field="time_in_seconds"
+        )
+    if data.schedule is None and data.v1_interval is None:
+        raise InvalidInput("'schedule' is required, e.g. {\"kind\": \"every\", \"every_seconds\": 600}.",
+                           field="schedule")
+    if data.v1_interval is not None:
+        return schedules.Every(data.v1_interval)  # spec §10: the v1 alias
+    if isinstance(data.schedule, EverySchedule):
+        return schedules.Every(data.schedule.every_seconds)
+    if isinstance(data.schedule, AfterSchedule):
+        return schedules.After(data.schedule.after_seconds)
+    assert isinstance(data.schedule, CronSchedule)
+    try:
+        return schedules.validate_cron(data.schedule.expr, data.schedule.tz, host_tz=settings.TIME_ZONE, now=now)
+    except schedules.ScheduleError as exc:
+        raise InvalidInput(exc.message, field=exc.field, code=exc.code) from exc
+
+
+def resolve_target(*, session_id: str | None, preset: str | None, caller_session_id: str | None) -> str:
+    """The stored target: "self", "new" or a session ID the host knows (spec §2.1, §9)."""
+    host = get_host()
+    target = session_id if session_id is not None else require_caller(caller_session_id)
+    if target == GLOBAL:
+        raise InvalidInput("'global' is a loop_list selector, not a target; use \"self\" for the global "
+                           "interface session.", field="session_id")
+    if preset is not None:
+        if target != NEW:
+            raise InvalidInput("'preset' is only accepted with session_id \"new\": presets are mounted when a "
+                               "session starts.", field="preset")
+        found = host.get_preset(preset)
+        if found is None or not found.mountable:
+            reason = "does not exist" if found is None else "cannot be mounted on a new session"
+            raise UnknownPreset(f"Preset {preset!r} {reason}.", field="preset")
+    if target == SELF:
+        if host.global_session() is None:
+            raise TargetUnavailable("The global interface session is unavailable, so \"self\" cannot be "
+                                    "targeted; pick another session.", field="session_id")
+    elif target != NEW and host.get_session(target) is None:
+        field = "session_id" if session_id is not None else None
+        raise UnknownSession(f"The host knows no session {target!r}; list_sessions shows the ones it knows.",
+                             field=field)
+    return target
+
+
+def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datetime | None = None) -> Loop:
+    now = truncate_to_ms(now or timezone.now())
+    schedule = schedule_from_input(data, now=now)
+    target = resolve_target(session_id=data.session_id, preset=data.preset, caller_session_id=caller_session_id)
+    creator = caller_session_id
+    if not creator:
+        # contract §2: loops created without a caller session (e.g. the panel) record the global interface.
+        global_session = get_host().global_session()
+        creator = global_session.session_id if global_session else ""
+    loop = Loop(
+        loop_id=new_loop_id(),
+        prompt=data.prompt,
+        kind=schedule.kind,
+        every_seconds=getattr(schedule, "every_seconds", None),
+        after_seconds=getattr(schedule, "after_seconds", None),
+        cron_expr=getattr(schedule, "expr", ""),
+        tz=getattr(schedule, "tz", None) or "",
+        session_id=target,
+        preset=data.preset or "",
+        created_by_session_id=creator,
+        created_at=now,
+        next_at=schedules.first_occurrence(schedule, created_at=now, host_tz=settings.TIME_ZONE),
+        state=LoopState.SCHEDULED,
+    )
+    loop.full_clean()
+    loop.save(force_insert=True)
+    if data.v1_interval is not None:
+        logger.info("deprecated time_in_seconds used by session %s (loop %s)", caller_session_id, loop.loop_id)
+    transaction.on_commit(wake_clocks)
+    return loop
+
+
+def loop_delete(*, loop_id: str) -> str:
+    """Delete by globally unique ID, from any caller (spec §2.3). Run history stays."""
+    deleted, _ = Loop.objects.filter(loop_id=loop_id).delete()
+    if not deleted:
+        loop_get(loop_id)  # raises unknown_loop
+    transaction.on_commit(wake_clocks)
+    return loop_id
+
+
+def wake_clocks() -> None:
+    """Tell sleeping schedulers that the earliest deadline may have changed (see loops.clock)."""
+    from .clock import notify_clocks
+
+    notify_clocks()

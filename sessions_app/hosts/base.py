@@ -1,0 +1,58 @@
+"""The one interface between dshloop and an agent host (embedded or DSH over HTTP).
+
+Tools, scheduler and panel talk only to this interface, never to a host implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    status: str  # running | idle | cold
+    updated_at: datetime
+    title: str | None = None
+    preset: str = ""
+    model: str = ""
+    global_interface: bool = False
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    name: str
+    mountable: bool
+
+
+@dataclass(frozen=True)
+class Delivered:
+    message_id: str
+    delivery: str  # next_turn | next_step
+    duplicate: bool = False  # the host already had a message for this occurrence
+
+
+class HostError(Exception):
+    """A host call failed. transient=True: retrying later may succeed (timeout, 5xx, refused)."""
+
+    def __init__(self, message: str, *, transient: bool):
+        super().__init__(message)
+        self.transient = transient
+
+
+class Host(Protocol):
+    def list_sessions(self, *, limit: int) -> list[SessionInfo]: ...
+
+    def get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    def global_session(self) -> SessionInfo | None: ...
+
+    def get_preset(self, name: str) -> PresetInfo | None: ...
+
+    def resume_session(self, session_id: str) -> SessionInfo: ...
+
+    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str: ...
+
+    def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered: ...

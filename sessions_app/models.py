@@ -1,0 +1,77 @@
+"""Cached session headers, presets and the embedded host's inbox.
+
+In the embedded (`local`) host mode these rows *are* the host; with the `http` host they are
+a cache of the host's durable headers, so that list_sessions never needs a live agent.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+# spec §9: exact, case-sensitive selector values that can never be actual session IDs.
+RESERVED_SESSION_IDS = frozenset({"self", "new", "global"})
+
+
+class SessionStatus(models.TextChoices):
+    RUNNING = "running"
+    IDLE = "idle"
+    COLD = "cold"
+
+
+class SessionHeader(models.Model):
+    session_id = models.CharField(max_length=255, primary_key=True)
+    status = models.CharField(max_length=10, choices=SessionStatus.choices, default=SessionStatus.IDLE)
+    updated_at = models.DateTimeField(db_index=True)  # list_sessions: newest first
+    preset = models.CharField(max_length=255, blank=True)
+    model = models.CharField(max_length=255, blank=True)
+    # spec §7 title fold, highest priority first: user_title, generated_title, first_prompt.
+    user_title = models.TextField(blank=True)
+    generated_title = models.TextField(blank=True)
+    first_prompt = models.TextField(blank=True)
+    global_interface = models.BooleanField(default=False)
+    # A session made for a `new` loop remembers the occurrence it was made for, so a delivery
+    # re-driven after a crash finds it again instead of creating a second session.
+    created_for = models.CharField(max_length=120, null=True, blank=True, unique=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            # contract §5: at most one global interface session.
+            models.UniqueConstraint(
+                fields=["global_interface"], condition=Q(global_interface=True), name="one_global_interface"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.session_id
+
+
+class Preset(models.Model):
+    name = models.CharField(max_length=255, primary_key=True)
+    mountable = models.BooleanField(default=True, help_text="Can be mounted when a new session starts.")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class InboxMessage(models.Model):
+    """A message delivered to a session's inbox (the embedded host's stand-in for DSH's inbox)."""
+
+    class Delivery(models.TextChoices):
+        NEXT_TURN = "next_turn"
+        NEXT_STEP = "next_step"
+
+    message_id = models.CharField(max_length=40, primary_key=True)
+    session_id = models.CharField(max_length=255)
+    text = models.TextField()
+    wakeup = models.BooleanField(default=True)
+    delivery = models.CharField(max_length=10, choices=Delivery.choices)
+    source = models.JSONField()
+    # contract §5: the inbox is idempotent on occurrence_key (one message per occurrence).
+    occurrence_key = models.CharField(max_length=120, unique=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "message_id"]
+        indexes = [models.Index(fields=["session_id", "created_at"], name="inbox_session_idx")]

@@ -1,0 +1,97 @@
+"""In/Out schemas of the session tools (spec §7) and the embedded host API (contract §5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, Field
+
+from dshloop.schemas import Identifier, StrictModel, text
+
+from .models import RESERVED_SESSION_IDS
+
+
+def _not_reserved(value: str) -> str:
+    if value in RESERVED_SESSION_IDS:
+        raise ValueError(f"'{value}' is a reserved selector, not a session ID.")
+    return value
+
+
+SessionId = Annotated[Identifier, AfterValidator(_not_reserved)]
+SessionStatusName = Literal["running", "idle", "cold"]
+
+
+class ListSessionsIn(StrictModel):
+    limit: Annotated[int, Field(ge=1, le=500, description="How many sessions, newest first.")] = 50
+
+
+class CheckSessionStatusIn(StrictModel):
+    session_id: Annotated[SessionId, Field(description="An exact session ID.")]
+
+
+class SessionView(BaseModel):
+    session_id: str
+    title: str | None = None
+    status: SessionStatusName
+    updated_at: str = Field(description="ISO-8601 with offset.")
+
+
+class SessionsOut(BaseModel):
+    sessions: list[SessionView]
+
+
+class SessionStatusView(BaseModel):
+    session_id: str
+    status: Literal["running", "idle", "cold", "missing"]
+    title: str | None = None
+    updated_at: str | None = None
+
+
+class HostSessionIn(StrictModel):
+    user_title: text(1000) | None = None
+    generated_title: text(1000) | None = None
+    first_prompt: text(100_000) | None = None
+    status: SessionStatusName | None = None
+    preset: text(255) | None = None
+    model: text(255) | None = None
+    global_interface: bool | None = None
+
+
+class HostSessionOut(BaseModel):
+    session_id: str
+    title: str | None = None
+    status: SessionStatusName
+    updated_at: str
+    preset: str | None = None
+    model: str | None = None
+    global_interface: bool
+
+
+class HostPresetIn(StrictModel):
+    mountable: bool = True
+
+
+class HostPresetOut(BaseModel):
+    name: str
+    mountable: bool
+
+
+class InboxSource(BaseModel):
+    kind: Literal["loop"]
+    loop_id: str
+    run_id: str
+    occurrence_key: str
+    scheduled_at: int
+
+
+class InboxMessageOut(BaseModel):
+    message_id: str
+    text: str
+    wakeup: bool
+    delivery: Literal["next_turn", "next_step"]
+    source: InboxSource
+    created_at: int
+
+
+class InboxOut(BaseModel):
+    messages: list[InboxMessageOut]

@@ -1,0 +1,27 @@
+"""spec §7 title fold over durable fields: user-renamed -> generated -> first-prompt fallback.
+
+The last rung of the spec's fold (the session ID) is a display rule for consumers, so it is
+not applied here: a session without any of the three has no title.
+"""
+
+from __future__ import annotations
+
+FIRST_PROMPT_TITLE_CHARS = 60
+
+
+def first_prompt_title(first_prompt: str) -> str | None:
+    """Deterministic: the first non-blank line, whitespace collapsed, cut to 60 characters."""
+    for line in first_prompt.splitlines():
+        words = " ".join(line.split())
+        if words:
+            if len(words) <= FIRST_PROMPT_TITLE_CHARS:
+                return words
+            return words[: FIRST_PROMPT_TITLE_CHARS - 1].rstrip() + "…"
+    return None
+
+
+def fold_title(*, user_title: str = "", generated_title: str = "", first_prompt: str = "") -> str | None:
+    for title in (user_title, generated_title):
+        if title and title.strip():
+            return title.strip()
+    return first_prompt_title(first_prompt or "")

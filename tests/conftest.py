@@ -1,0 +1,138 @@
+"""Shared fixtures: an authenticated JSON client and helpers to make host sessions and presets.
+
+The whole suite runs on SQLite and, when DSHLOOP_TEST_DATABASE_URL is set (make test does so
+as a second pass with DATABASE_URL), on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from django.test import Client
+
+from sessions_app.services import preset_upsert, session_upsert
+from tokens.services import token_create
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    return f"dshloop test database: {settings.DATABASES['default']['ENGINE']}"
+
+
+def postgres_unavailable_reason() -> str | None:
+    url = os.environ.get("DSHLOOP_TEST_DATABASE_URL")
+    if not url:
+        return "PostgreSQL tests need DSHLOOP_TEST_DATABASE_URL (e.g. postgresql://postgres@127.0.0.1:5432/test)"
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        return f"PostgreSQL at DSHLOOP_TEST_DATABASE_URL is unreachable: {exc}".strip()
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """The PostgreSQL pass: skip with the reason when no server is given, fail under CI."""
+    from django.conf import settings
+
+    if not getattr(settings, "POSTGRES_PASS", False):
+        return
+    reason = postgres_unavailable_reason()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.exit(f"CI=true and {reason}", returncode=1)
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
+class ApiClient:
+    """A JSON client for /api/ that sends a bearer token and, optionally, the caller's session."""
+
+    def __init__(self, token: str | None, session_id: str | None = None):
+        self.client = Client()
+        self.token = token
+        self.session_id = session_id
+
+    def headers(self, session_id: str | None = None) -> dict:
+        headers = {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        caller = session_id if session_id is not None else self.session_id
+        if caller:
+            headers["X-DSH-Session-Id"] = caller
+        return headers
+
+    def post(self, path: str, body=None, *, raw: bytes | str | None = None, session_id: str | None = None):
+        data = raw if raw is not None else json.dumps(body if body is not None else {})
+        return self.client.post(path, data=data, content_type="application/json",
+                                headers=self.headers(session_id))
+
+    def put(self, path: str, body=None):
+        return self.client.put(path, data=json.dumps(body or {}), content_type="application/json",
+                               headers=self.headers())
+
+    def get(self, path: str, **params):
+        return self.client.get(path, params, headers=self.headers())
+
+    def tool(self, name: str, body=None, *, raw: bytes | str | None = None, session_id: str | None = None):
+        return self.post(f"/api/tools/{name}", body, raw=raw, session_id=session_id)
+
+    def as_session(self, session_id: str | None) -> "ApiClient":
+        return ApiClient(self.token, session_id)
+
+
+@pytest.fixture
+def tools_token(db) -> str:
+    return token_create(name="agent", scopes=["tools"])[1]
+
+
+@pytest.fixture
+def host_token(db) -> str:
+    return token_create(name="host", scopes=["host"])[1]
+
+
+@pytest.fixture
+def api(tools_token) -> ApiClient:
+    """An agent calling from session ses_caller (which exists on the host)."""
+    session_upsert(session_id="ses_caller", changes={"status": "running", "preset": "coder", "model": "m1"})
+    return ApiClient(tools_token, "ses_caller")
+
+
+@pytest.fixture
+def host_api(host_token) -> ApiClient:
+    return ApiClient(host_token)
+
+
+@pytest.fixture
+def make_session(db):
+    def make(session_id: str, **changes):
+        return session_upsert(session_id=session_id, changes=changes)
+
+    return make
+
+
+@pytest.fixture
+def global_session(make_session):
+    return make_session("ses_global", global_interface=True, preset="interface", model="m-global")
+
+
+@pytest.fixture
+def make_preset(db):
+    def make(name: str, mountable: bool = True):
+        return preset_upsert(name=name, mountable=mountable)
+
+    return make
+
+
+def error_of(response) -> dict:
+    """The contract's error object; fails the test if the body has another shape."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) <= {"code", "message", "field"} and error["code"] and error["message"], error
+    return error
