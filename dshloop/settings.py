@@ -177,6 +177,7 @@ Q_CLUSTER = {
     "save_limit": -1,
     "ack_failures": True,
     "catch_up": False,
+    "scheduler": False,  # loops have their own clock; django-q2's Schedule table is unused
     "poll": 0.2,
     "bulk": 10,
     "label": "Task queue",

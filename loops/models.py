@@ -88,7 +88,11 @@ class LoopRun(models.Model):
     target = models.CharField(max_length=255, blank=True, help_text="The loop's target when claimed.")
     target_session_id = models.CharField(max_length=255, blank=True)
     claimed_at = models.DateTimeField()
+    # While the run is open (claimed/delivering): when the clock must (re-)enqueue it if it is
+    # still open then — after a backoff, or because the process driving it died.
     retry_at = models.DateTimeField(null=True, blank=True)
+    # A driver holds the run until lease_until; another may take over only after it.
+    lease_until = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -99,8 +103,8 @@ class LoopRun(models.Model):
         indexes = [
             # GET /api/loops/{id}/runs: newest first per loop.
             models.Index(fields=["loop_id", "-scheduled_at"], name="run_loop_idx"),
-            # Recovery: unfinished runs.
-            models.Index(fields=["status"], condition=Q(status__in=["claimed", "delivering"]), name="run_open_idx"),
+            # The clock's recovery query and its sleep: open runs by retry_at.
+            models.Index(fields=["retry_at"], condition=Q(status__in=["claimed", "delivering"]), name="run_open_idx"),
         ]
 
     def __str__(self) -> str:

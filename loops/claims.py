@@ -1,0 +1,137 @@
+"""The clock's unit of work: claim due occurrences, and re-enqueue runs that need driving.
+
+Correctness rests on the unique occurrence key and on a claim that changes exactly one row:
+`SELECT … FOR UPDATE SKIP LOCKED` on PostgreSQL (so concurrent clocks take disjoint rows), a
+compare-and-swap UPDATE on SQLite (where row locks do not exist; IMMEDIATE transactions
+serialize writers). The delivery is enqueued on django-q2's ORM broker inside the same
+transaction, so a crash can neither lose nor double an occurrence (django-q2 #293).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Min
+
+from dshloop.timeutil import to_ms
+
+from . import schedules
+from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+
+logger = logging.getLogger("dshloop.clock")
+
+CLAIM_BATCH = 200
+# How long a claimed or started run may stay open before the clock enqueues it again.
+LEASE = timedelta(seconds=30)
+OPEN_STATUSES = (RunStatus.CLAIMED, RunStatus.DELIVERING)
+
+
+def occurrence_key(loop_id: str, scheduled_at: datetime) -> str:
+    return f"{loop_id}@{to_ms(scheduled_at)}"
+
+
+def new_run_id() -> str:
+    return "run_" + secrets.token_hex(8)
+
+
+def _locking(queryset):
+    # On PostgreSQL the LIMIT sits in the top-level SELECT … FOR UPDATE SKIP LOCKED, not in a
+    # subquery (where it may lock more rows than the limit).
+    if connection.vendor == "postgresql":
+        return queryset.select_for_update(skip_locked=True)
+    return queryset
+
+
+def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 0) -> LoopRun:
+    return LoopRun(
+        run_id=new_run_id(), loop_id=loop.loop_id, occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
+        scheduled_at=scheduled_at, status=RunStatus.CLAIMED, missed=missed, prompt=loop.prompt,
+        target=loop.session_id, claimed_at=now, retry_at=now + LEASE,
+    )
+
+
+def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
+    """One loop whose schedule cannot be computed fails alone (its own savepoint)."""
+    message = f"The schedule could not be computed: {error}"
+    logger.error("loop=%s scheduled=%s outcome=failed error=%s", loop.loop_id, loop.next_at, message)
+    with transaction.atomic():
+        run = _new_run(loop, scheduled_at=loop.next_at, now=now)
+        run.status, run.error, run.finished_at, run.retry_at = RunStatus.FAILED, message, now, None
+        run.save(force_insert=True)
+        Loop.objects.filter(loop_id=loop.loop_id).update(
+            state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
+        )
+
+
+def _advance(loop: Loop, now: datetime) -> LoopRun:
+    """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`."""
+    catch_up = schedules.catch_up(loop.schedule, created_at=loop.created_at, due_at=loop.next_at, now=now,
+                                  host_tz=settings.TIME_ZONE)
+    run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
+    loop.next_at = None if loop.kind == ScheduleKind.AFTER else catch_up.next_at
+    loop.state = LoopState.RUNNING
+    return run
+
+
+def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
+    """Claim up to `limit` due loops in one short transaction; returns the new run IDs."""
+    from .tasks import enqueue_deliveries
+
+    with transaction.atomic():
+        due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
+        loops = list(_locking(due)[:limit])
+        runs, advanced = [], []
+        for loop in loops:
+            due_at = loop.next_at
+            try:
+                run = _advance(loop, now)
+            except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
+                loop.next_at = due_at
+                _record_broken(loop, exc, now)
+                continue
+            if connection.vendor != "postgresql":
+                # Compare-and-swap: only the clock that still sees the old deadline wins.
+                won = Loop.objects.filter(
+                    loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at
+                ).update(state=loop.state, next_at=loop.next_at)
+                if not won:
+                    continue
+            else:
+                advanced.append(loop)
+            runs.append(run)
+        if advanced:
+            Loop.objects.bulk_update(advanced, ["state", "next_at"])
+        LoopRun.objects.bulk_create(runs)
+        run_ids = [run.run_id for run in runs]
+        enqueue_deliveries(run_ids)
+    return run_ids
+
+
+def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
+    """Re-enqueue open runs whose retry time has come (a backoff ended, or their driver died)."""
+    from .tasks import enqueue_deliveries
+
+    with transaction.atomic():
+        stale = LoopRun.objects.filter(status__in=OPEN_STATUSES, retry_at__lte=now).order_by("retry_at")
+        run_ids = list(_locking(stale).values_list("run_id", flat=True)[:limit])
+        if not run_ids:
+            return []
+        # Pushing retry_at forward is what stops another clock from enqueueing them too (the
+        # rows are locked on PostgreSQL; SQLite's IMMEDIATE transactions serialize the clocks).
+        LoopRun.objects.filter(run_id__in=run_ids).update(retry_at=now + LEASE)
+        enqueue_deliveries(run_ids)
+    logger.info("re-enqueued %d open run(s)", len(run_ids))
+    return run_ids
+
+
+def next_wakeup() -> datetime | None:
+    """The earliest moment the clock has work: a loop deadline or a run's retry time."""
+    # Uses loop_due_idx and run_open_idx.
+    next_loop = Loop.objects.filter(state=LoopState.SCHEDULED).aggregate(at=Min("next_at"))["at"]
+    next_retry = LoopRun.objects.filter(status__in=OPEN_STATUSES).aggregate(at=Min("retry_at"))["at"]
+    moments = [moment for moment in (next_loop, next_retry) if moment is not None]
+    return min(moments) if moments else None

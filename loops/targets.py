@@ -1,0 +1,75 @@
+"""Resolve a loop's target to a concrete, awake session at delivery time (spec §2.1, §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from sessions_app.hosts.base import Host, SessionInfo
+
+from .models import Loop, LoopRun
+
+
+class PermanentFailure(Exception):
+    """Retrying cannot help (target gone, preset gone, no global interface)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    session_id: str
+    status: str
+    fallback: str = ""  # what was inherited from the profile default, and why
+
+
+def _awake(host: Host, session: SessionInfo) -> SessionInfo:
+    # spec §5: a cold target is resumed first, with no preset and no model override.
+    return host.resume_session(session.session_id) if session.status == "cold" else session
+
+
+def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
+    """spec §2.1: the chosen preset, else the creator's (or the global interface's); model inherited."""
+    if loop.preset:
+        preset = host.get_preset(loop.preset)
+        if preset is None or not preset.mountable:
+            raise PermanentFailure(f"Preset {loop.preset!r} is gone or no longer mountable; recreate the loop.")
+    origin = host.get_session(loop.created_by_session_id) if loop.created_by_session_id else None
+    origin = origin or host.global_session()
+    fallbacks = []
+    if loop.preset:
+        preset_name = loop.preset
+    elif origin and origin.preset:
+        preset_name = origin.preset
+    else:
+        preset_name = settings.DSHLOOP_DEFAULT_PRESET
+        fallbacks.append("preset")
+    if origin and origin.model:
+        model = origin.model
+    else:
+        model = settings.DSHLOOP_DEFAULT_MODEL
+        fallbacks.append("model")
+    fallback = ""
+    if fallbacks:
+        why = f"source session {loop.created_by_session_id!r} unavailable" if origin is None else "source has none"
+        fallback = f"profile default {' and '.join(fallbacks)} ({why})"
+    session_id = host.create_session(preset=preset_name, model=model, first_prompt=loop.prompt, source=source)
+    return Target(session_id, "idle", fallback)
+
+
+def resolve_target(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
+    if loop.session_id == "new":
+        if run.target_session_id:  # made on an earlier attempt of this occurrence
+            session = host.get_session(run.target_session_id)
+            if session:
+                return Target(session.session_id, session.status)
+        return _new_session(host, loop, run, source)
+    if loop.session_id == "self":
+        session = host.global_session()
+        if session is None:
+            raise PermanentFailure('No global interface session is available for target "self".')
+    else:
+        session = host.get_session(loop.session_id)
+        if session is None:
+            raise PermanentFailure(f"Target session {loop.session_id!r} no longer exists.")
+    session = _awake(host, session)
+    return Target(session.session_id, session.status)
