@@ -32,6 +32,19 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), not {raw!r}.")
 
 
+def env_int(name: str, default: int, *, minimum: int = 1) -> int:
+    raw = env_str(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {value}.")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name)
     return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
@@ -122,12 +135,15 @@ def database_from_url(url: str) -> dict:
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
-        config["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+        # A file (not :memory:) so that scheduler processes started by tests share it; one per
+        # test run, so that concurrent runs on one checkout do not collide.
+        config["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
     else:
         # FIELD-NOTES: django-q2 closes "old" connections on every broker step; persistent,
         # health-checked connections avoid a new connection per poll.
         config["CONN_MAX_AGE"] = 60
         config["CONN_HEALTH_CHECKS"] = True
+        config["TEST"] = {"NAME": f"test_dshloop_{os.getpid()}"}  # concurrent test runs do not collide
     return config
 
 
@@ -163,6 +179,9 @@ if DSHLOOP_HOST == "http" and not DSHLOOP_HOST_URL:
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
+# How long a claimed or started delivery may stay open before another scheduler re-drives it
+# (a crashed process's runs wait this long). Keep it above the host timeout (10 s).
+DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 30)
 
 # django-q2: the ORM broker on the same alias as the loops, so an enqueue commits in the
 # same transaction as its claim (django-q2 #293). timeout < retry (a task must never be

@@ -25,8 +25,13 @@ from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 logger = logging.getLogger("dshloop.clock")
 
 CLAIM_BATCH = 200
-# How long a claimed or started run may stay open before the clock enqueues it again.
-LEASE = timedelta(seconds=30)
+
+
+def lease() -> timedelta:
+    """How long a claimed or started run may stay open before the clock enqueues it again."""
+    return timedelta(seconds=settings.DSHLOOP_RUN_LEASE_SECONDS)
+
+
 OPEN_STATUSES = (RunStatus.CLAIMED, RunStatus.DELIVERING)
 
 
@@ -50,7 +55,7 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
     return LoopRun(
         run_id=new_run_id(), loop_id=loop.loop_id, occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
         scheduled_at=scheduled_at, status=RunStatus.CLAIMED, missed=missed, prompt=loop.prompt,
-        target=loop.session_id, claimed_at=now, retry_at=now + LEASE,
+        target=loop.session_id, claimed_at=now, retry_at=now + lease(),
     )
 
 
@@ -122,7 +127,7 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
             return []
         # Pushing retry_at forward is what stops another clock from enqueueing them too (the
         # rows are locked on PostgreSQL; SQLite's IMMEDIATE transactions serialize the clocks).
-        LoopRun.objects.filter(run_id__in=run_ids).update(retry_at=now + LEASE)
+        LoopRun.objects.filter(run_id__in=run_ids).update(retry_at=now + lease())
         enqueue_deliveries(run_ids)
     logger.info("re-enqueued %d open run(s)", len(run_ids))
     return run_ids

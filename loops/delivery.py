@@ -20,7 +20,8 @@ from django.utils import timezone
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError
 
-from .claims import LEASE, OPEN_STATUSES
+from .claims import OPEN_STATUSES, lease
+from .clock import MAX_SLEEP, notify_clocks
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .targets import PermanentFailure, resolve_target
@@ -41,7 +42,7 @@ def _start(run_id: str, now: datetime) -> LoopRun | None:
     """Take the run's lease (compare-and-swap), so one driver at a time delivers it."""
     taken = LoopRun.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id=run_id, status__in=OPEN_STATUSES
-    ).update(status=RunStatus.DELIVERING, lease_until=now + LEASE, retry_at=now + LEASE)
+    ).update(status=RunStatus.DELIVERING, lease_until=now + lease(), retry_at=now + lease())
     if not taken:
         return None
     run = LoopRun.objects.get(run_id=run_id)
@@ -71,6 +72,9 @@ def _finish(run: LoopRun, *, delivered: bool, error: str, now: datetime) -> None
         elif loop.state == LoopState.RUNNING:
             loop.state = LoopState.SCHEDULED
         loop.save(update_fields=["last_run_at", "last_result", "last_error", "state"])
+        if loop.state == LoopState.SCHEDULED and loop.next_at and loop.next_at - now < timedelta(seconds=MAX_SLEEP):
+            # The loop is claimable again: a clock sleeping past its deadline must wake up.
+            transaction.on_commit(notify_clocks)
     logger.info(
         "loop=%s scheduled=%s outcome=%s target=%s attempt=%d missed=%d%s",
         run.loop_id, run.scheduled_at.isoformat(), status, run.target_session_id or "-", run.attempt,

@@ -136,3 +136,13 @@ def error_of(response) -> dict:
     error = body["error"]
     assert set(error) <= {"code", "message", "field"} and error["code"] and error["message"], error
     return error
+
+
+@pytest.fixture
+def schedulers(transactional_db, tmp_path):
+    """Start real `runloops` processes on the test database; all are killed at the end."""
+    from .processes import Schedulers
+
+    running = Schedulers(tmp_path)
+    yield running
+    running.close()
