@@ -12,6 +12,7 @@ from pydantic import Field
 from dshloop.auth import tools_auth
 from dshloop.errors import InvalidInput
 from dshloop.timeutil import to_ms
+from sessions_app.models import RESERVED_SESSION_IDS
 
 from . import schedules, services
 from .presenters import loop_view, run_view
@@ -35,6 +36,11 @@ CALLER_HEADER = "X-DSH-Session-Id"
 
 def caller_session(request) -> str | None:
     value = request.headers.get(CALLER_HEADER, "").strip()
+    if value in RESERVED_SESSION_IDS:
+        # spec §9: no actual session is called "self", "new" or "global"; as the caller they would
+        # silently turn {} into a self/new target (or a global list) and be recorded as the creator.
+        raise InvalidInput(f"{CALLER_HEADER} must name the calling session, not the reserved {value!r}.",
+                           field=CALLER_HEADER)
     return value or None
 
 
@@ -62,7 +68,7 @@ def loop_delete(request, payload: LoopDeleteIn):
     if loop_id is None:
         raise InvalidInput("'loop_id' is required.", field="loop_id")
     if payload.v1_id is not None:
-        services.logger.info("deprecated loop_delete {id} used by session %s", caller_session(request))
+        services.logger.info("deprecated loop_delete {id} used by session %s", request.headers.get(CALLER_HEADER))
     return {"deleted": True, "loop_id": services.loop_delete(loop_id=loop_id)}
 
 

@@ -97,7 +97,11 @@ def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datet
     if not creator:
         # contract §2: loops created without a caller session (e.g. the panel) record the global interface.
         global_session = get_host().global_session()
-        creator = global_session.session_id if global_session else ""
+        if global_session is None:
+            # spec §4: created_by_session_id is required; with neither there is nobody to record.
+            raise NoCurrentSession("No current session to record as the loop's creator and no global interface "
+                                   "session: send the X-DSH-Session-Id header.", field="session_id")
+        creator = global_session.session_id
     loop = Loop(
         loop_id=new_loop_id(),
         prompt=data.prompt,
