@@ -43,9 +43,7 @@ class ScheduleError(ValueError):
 
     def __init__(self, code: str, message: str, field: str):
         super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
+        self.code, self.message, self.field = code, message, field
 
 
 def _check_duration(name: str, value: object) -> None:
@@ -90,8 +88,6 @@ class CatchUp:
     next_at: datetime | None  # next occurrence strictly after now; None: no more
 
 
-# --- validation ------------------------------------------------------------------------------
-
 
 @functools.cache
 def _zone_names() -> frozenset[str]:
@@ -131,10 +127,7 @@ def normalize_cron(expr: str) -> str:
             f"use exactly 5 fields ({_FIELDS})."
         )
     if len(fields) != 5:
-        raise _invalid_cron(
-            f"Cron expression has {len(fields)} fields: use exactly 5 ({_FIELDS}) "
-            "or a macro such as @daily."
-        )
+        raise _invalid_cron(f"Cron expression has {len(fields)} fields: use 5 ({_FIELDS}) or a macro such as @daily.")
     if any(_HASHED_OR_RANDOM.search(field) for field in fields):
         raise _invalid_cron("Cron values H (hashed) and R (random) are not supported: use explicit numbers.")
     normalized = " ".join(fields)
@@ -164,8 +157,6 @@ def validate_cron(expr: str, tz: str | None, *, host_tz: str, now: datetime) -> 
         )
     return cron
 
-
-# --- occurrences -----------------------------------------------------------------------------
 
 
 def _utc(name: str, value: datetime) -> datetime:
@@ -200,10 +191,8 @@ def _first_instant(wall: datetime, zone: zoneinfo.ZoneInfo) -> datetime | None:
     return instant if round_trip == wall else None
 
 
-def _cron_scan(
-    expr: str, zone: zoneinfo.ZoneInfo, start_wall: datetime, *, backwards: bool,
-    keep: Callable[[datetime], bool],
-) -> Iterator[datetime]:
+def _cron_scan(expr: str, zone: zoneinfo.ZoneInfo, start_wall: datetime, *, backwards: bool,
+               keep: Callable[[datetime], bool]) -> Iterator[datetime]:
     walls = croniter(expr, start_wall)
     skipped = 0
     while skipped < MAX_SKIPPED_CANDIDATES:
@@ -240,7 +229,8 @@ def _occurrences_after(schedule: Schedule, created: datetime, after: datetime, h
     elif isinstance(schedule, Cron):
         expr, zone = normalize_cron(schedule.expr), _cron_zone(schedule, host_tz)
         try:
-            start_wall = after.astimezone(zone).replace(tzinfo=None)
+            # Whole minutes: croniter works in float seconds, which near year 9999 round 59.999999 s up.
+            start_wall = after.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0)
         except OverflowError:  # local wall time of `after` is past year 9999: nothing representable
             return
         # Wall-time iteration from inside the second copy of a repeated hour re-yields wall times
@@ -255,16 +245,12 @@ def first_occurrence(schedule: Schedule, *, created_at: datetime, host_tz: str) 
     return next_occurrence(schedule, created_at=created_at, after=created_at, host_tz=host_tz)
 
 
-def next_occurrence(
-    schedule: Schedule, *, created_at: datetime, after: datetime, host_tz: str
-) -> datetime | None:
+def next_occurrence(schedule: Schedule, *, created_at: datetime, after: datetime, host_tz: str) -> datetime | None:
     created, after = _utc("created_at", created_at), _utc("after", after)
     return next(_occurrences_after(schedule, created, after, host_tz), None)
 
 
-def upcoming(
-    schedule: Schedule, *, created_at: datetime, start: datetime, count: int, host_tz: str
-) -> list[datetime]:
+def upcoming(schedule: Schedule, *, created_at: datetime, start: datetime, count: int, host_tz: str) -> list[datetime]:
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     created, start = _utc("created_at", created_at), _utc("start", start)
@@ -273,26 +259,25 @@ def upcoming(
     return list(islice(_occurrences_after(schedule, created, after, host_tz), count))
 
 
-# --- anti-burst ------------------------------------------------------------------------------
-
 
 def _cron_latest(cron: Cron, now: datetime, host_tz: str) -> datetime | None:
     """The latest occurrence at or before `now`, found directly (croniter get_prev)."""
     zone = _cron_zone(cron, host_tz)
-    local = now.astimezone(zone)
-    start_wall = local.replace(tzinfo=None)
-    if local.fold:
-        # now is in the second copy of a repeated hour: later wall times of that hour already fired
-        # (first copy), so search back from the end of the overlap and drop instants after now.
-        start_wall += local.replace(fold=0).utcoffset() - local.utcoffset()
-    scan = _cron_scan(normalize_cron(cron.expr), zone, start_wall + _MICROSECOND, backwards=True,
-                      keep=lambda t: t <= now)  # get_prev is exclusive; +1µs makes it inclusive
+    try:
+        local = now.astimezone(zone)
+        # get_prev is exclusive and cron wall times are whole minutes: start at the next minute.
+        start_wall = local.replace(tzinfo=None, second=0, microsecond=0) + timedelta(minutes=1)
+        if local.fold:
+            # now is in the second copy of a repeated hour: later wall times of that hour already
+            # fired (first copy), so search back from the overlap's end and drop instants after now.
+            start_wall += local.replace(fold=0).utcoffset() - local.utcoffset()
+    except OverflowError:  # local wall time past year 9999
+        return None
+    scan = _cron_scan(normalize_cron(cron.expr), zone, start_wall, backwards=True, keep=lambda t: t <= now)
     return next(scan, None)
 
 
-def catch_up(
-    schedule: Schedule, *, created_at: datetime, due_at: datetime, now: datetime, host_tz: str
-) -> CatchUp:
+def catch_up(schedule: Schedule, *, created_at: datetime, due_at: datetime, now: datetime, host_tz: str) -> CatchUp:
     """spec §3: anti-burst. After an outage deliver at most one occurrence (the latest that is due)
     and advance to the next future occurrence; never replay every missed interval.
 
@@ -318,7 +303,7 @@ def catch_up(
         if t > now:
             next_at = t
             break
-        if missed == MISSED_COUNT_LIMIT:  # only cron gets here: stop counting, jump to the end
+        if missed == MISSED_COUNT_LIMIT and isinstance(schedule, Cron):  # stop counting, jump to the end
             deliver_at = _cron_latest(schedule, now, host_tz) or deliver_at
             next_at = next(_occurrences_after(schedule, created, now, host_tz), None)
             break
