@@ -29,7 +29,8 @@ def _message(error: dict, field: str) -> str:
             return f"'{field}' is not accepted: the model and its effort are always inherited from the target."
         return f"Unknown property '{field}'; remove it (every object accepts only its documented properties)."
     if kind == "missing":
-        return f"'{field}' is required."
+        # An empty request body leaves the whole payload missing: no field to name.
+        return f"'{field}' is required." if field else "The request body must be a JSON object; send {} for none."
     if kind in {"int_type", "int_from_float", "int_parsing"}:
         return f"'{field}' must be a JSON integer."
     if kind == "greater_than_equal":
@@ -40,6 +41,8 @@ def _message(error: dict, field: str) -> str:
         return f"'{field}' must be a string."
     if kind == "bool_type":
         return f"'{field}' must be true or false."
+    if kind == "string_unicode":  # e.g. a lone surrogate such as "\ud800" in the JSON
+        return f"'{field}' is not valid Unicode text (it holds a lone surrogate)."
     if kind == "string_too_short":
         return f"'{field}' must not be empty."
     if kind == "string_too_long":

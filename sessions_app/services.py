@@ -8,6 +8,8 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dshloop.timeutil import truncate_to_ms
+
 from .models import InboxMessage, Preset, SessionHeader, SessionStatus
 
 _HEADER_FIELDS = ("user_title", "generated_title", "first_prompt", "status", "preset", "model", "global_interface")
@@ -20,7 +22,7 @@ def new_session_id() -> str:
 @transaction.atomic
 def session_upsert(*, session_id: str, changes: dict, now: datetime | None = None) -> SessionHeader:
     """Create or update one session header; at most one session is the global interface."""
-    now = now or timezone.now()
+    now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
     unknown = set(changes) - set(_HEADER_FIELDS)
     if unknown:
         raise ValueError(f"unknown session fields {sorted(unknown)}")
@@ -48,7 +50,7 @@ def preset_upsert(*, name: str, mountable: bool) -> Preset:
 
 def session_resume(*, session_id: str, now: datetime | None = None) -> SessionHeader:
     """Resume a cold session (-> idle) with its preset and model untouched (spec §5)."""
-    now = now or timezone.now()
+    now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
     SessionHeader.objects.filter(session_id=session_id, status=SessionStatus.COLD).update(
         status=SessionStatus.IDLE, updated_at=now
     )
@@ -59,7 +61,7 @@ def session_create_for(
     *, occurrence_key: str, preset: str, model: str, first_prompt: str, now: datetime | None = None
 ) -> SessionHeader:
     """A fresh session for one occurrence of a `new` loop; the same occurrence gets the same one."""
-    now = now or timezone.now()
+    now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
     existing = SessionHeader.objects.filter(created_for=occurrence_key).first()
     if existing:
         return existing
@@ -77,7 +79,7 @@ def inbox_deliver(
     *, session_id: str, text: str, source: dict, occurrence_key: str, delivery: str, now: datetime | None = None
 ) -> tuple[InboxMessage, bool]:
     """Put one message in a session's inbox; returns (message, created). Idempotent per occurrence."""
-    now = now or timezone.now()
+    now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
     existing = InboxMessage.objects.filter(occurrence_key=occurrence_key).first()
     if existing:
         return existing, False

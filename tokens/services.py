@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import secrets
 
+from django.core.exceptions import ValidationError
+
 from .models import SCOPES, ApiToken, hash_token
 
 TOKEN_PREFIX = "dsh_"
@@ -17,9 +19,14 @@ def token_create(*, name: str, scopes: list[str]) -> tuple[ApiToken, str]:
     if not scopes:
         raise ValueError("a token needs at least one scope")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
+    token = ApiToken(
         name=name, key_hash=hash_token(raw), prefix=raw[: len(TOKEN_PREFIX) + 4], scopes=sorted(set(scopes))
     )
+    try:
+        token.full_clean()  # e.g. a name over 100 characters: PostgreSQL would refuse it on save
+    except ValidationError as exc:
+        raise ValueError("; ".join(exc.messages)) from exc
+    token.save(force_insert=True)
     return token, raw
 
 
