@@ -91,5 +91,6 @@ def inbox_deliver(
             )
     except IntegrityError:  # a concurrent delivery of the same occurrence won
         return InboxMessage.objects.get(occurrence_key=occurrence_key), False
-    SessionHeader.objects.filter(session_id=session_id).update(updated_at=now)
+    # The session's updated_at is its host's business (PUT, resume); a queued message is not
+    # activity yet, and bumping a hot row per delivery would serialize the workers.
     return message, True
