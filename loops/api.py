@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from django.conf import settings
 from django.utils import timezone
 from ninja import Query, Router, Schema
 from pydantic import Field
@@ -14,7 +13,7 @@ from dshloop.errors import InvalidInput
 from dshloop.timeutil import to_ms
 from sessions_app.models import RESERVED_SESSION_IDS
 
-from . import schedules, services
+from . import services
 from .presenters import loop_view, run_view
 from .schemas import (
     LoopCreateIn,
@@ -26,7 +25,7 @@ from .schemas import (
     RunsOut,
     UpcomingOut,
 )
-from .selectors import loop_get, loop_list as select_loops, loop_runs
+from .selectors import fire_times, loop_get, loop_list as select_loops, loop_runs
 
 tools_router = Router(auth=tools_auth, tags=["tools"])
 loops_router = Router(auth=tools_auth, tags=["loops"])
@@ -89,10 +88,5 @@ def runs(request, loop_id: str, query: Query[RunsQuery]):
 @loops_router.get("/{loop_id}/upcoming", response=UpcomingOut)
 def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
     """The next fire times the scheduler will use (the same schedule code)."""
-    loop = loop_get(loop_id)
-    if loop.next_at is None or loop.state == "completed":
-        return {"fire_times": []}
-    times = schedules.upcoming(
-        loop.schedule, created_at=loop.created_at, start=loop.next_at, count=query.count, host_tz=settings.TIME_ZONE
-    )
+    times = fire_times(loop_get(loop_id), now=timezone.now(), count=query.count)
     return {"fire_times": [to_ms(moment) for moment in times]}

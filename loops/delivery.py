@@ -61,7 +61,9 @@ def _finish(run: LoopRun, *, delivered: bool, error: str, now: datetime) -> None
         )
         if not closed:  # another driver finished it first
             return
-        loop = Loop.objects.filter(loop_id=run.loop_id).first()
+        # Locked (PostgreSQL): a loop_delete committing between this read and the save below would
+        # otherwise make the save fail and leave a delivered run to be re-driven as "failed".
+        loop = Loop.objects.select_for_update().filter(loop_id=run.loop_id).first()
         if loop is None:
             return
         loop.last_run_at, loop.last_result, loop.last_error = now, status, error
@@ -92,10 +94,24 @@ def _retry_later(run: LoopRun, *, error: str, now: datetime) -> None:
 
 
 def deliver_run(run_id: str, *, now: datetime | None = None) -> bool:
-    """Drive one run to delivered, failed or a later retry. False if it was not ours to drive."""
-    run = _start(run_id, now or timezone.now())
+    """Drive one run to delivered, failed or a later retry. False if it was not ours to drive.
+
+    `now` pins the clock for the whole run (STYLE §7); without it each step reads the clock,
+    because host calls take real time and a backoff counts from the failure.
+    """
+
+    def clock() -> datetime:
+        return now or timezone.now()
+
+    run = _start(run_id, clock())
     if run is None:
         return False
+    if run.attempt > MAX_ATTEMPTS:
+        # Every earlier driver died mid-delivery (its lease ran out): a poison occurrence must
+        # not keep its loop `running` and be re-driven forever.
+        error = f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
+        _finish(run, delivered=False, error=error, now=clock())
+        return True
     host = get_host()
     loop = Loop.objects.filter(loop_id=run.loop_id).first()
     source = run_source(run)
@@ -109,19 +125,18 @@ def deliver_run(run_id: str, *, now: datetime | None = None) -> bool:
         host.deliver(target.session_id, text=loop_message(loop_id=loop.loop_id, prompt=loop.prompt),
                      source=source, occurrence_key=run.occurrence_key)
     except PermanentFailure as exc:
-        _finish(run, delivered=False, error=str(exc), now=timezone.now())
+        _finish(run, delivered=False, error=str(exc), now=clock())
     except HostError as exc:
-        _fail_or_retry(run, error=str(exc), transient=exc.transient)
+        _fail_or_retry(run, error=str(exc), transient=exc.transient, now=clock())
     except Exception as exc:  # noqa: BLE001 - an unexpected error is retried, never lost
         logger.exception("delivery of %s raised", run.occurrence_key)
-        _fail_or_retry(run, error=f"Unexpected error: {exc}", transient=True)
+        _fail_or_retry(run, error=f"Unexpected error: {exc}", transient=True, now=clock())
     else:
-        _finish(run, delivered=True, error="", now=timezone.now())
+        _finish(run, delivered=True, error="", now=clock())
     return True
 
 
-def _fail_or_retry(run: LoopRun, *, error: str, transient: bool) -> None:
-    now = timezone.now()
+def _fail_or_retry(run: LoopRun, *, error: str, transient: bool, now: datetime) -> None:
     if transient and run.attempt < MAX_ATTEMPTS:
         _retry_later(run, error=error, now=now)
     else:

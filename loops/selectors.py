@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.conf import settings
 from django.db.models import F, Q, QuerySet
 
 from dshloop.errors import InvalidInput, UnknownLoop
 from sessions_app.hosts import get_host
 
+from . import schedules
 from .models import Loop, LoopRun, LoopState
 
 GLOBAL_SELECTOR = "global"
@@ -61,3 +65,21 @@ def loop_runs(loop_id: str, *, limit: int) -> QuerySet[LoopRun]:
     if not runs and not Loop.objects.filter(loop_id=loop_id).exists():
         raise UnknownLoop(f"No loop {loop_id!r} and no runs recorded for it.", field="loop_id")
     return runs
+
+
+def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
+    """The next `count` fire times, as the scheduler will use them (contract §4)."""
+    if loop.next_at is None or loop.state in {LoopState.COMPLETED, LoopState.FAILED}:
+        return []
+    start = loop.next_at
+    times = []
+    if start <= now:
+        # Overdue: the clock will deliver one catch-up occurrence now (spec §3 anti-burst).
+        catch_up = schedules.catch_up(loop.schedule, created_at=loop.created_at, due_at=start, now=now,
+                                      host_tz=settings.TIME_ZONE)
+        times.append(catch_up.deliver_at)
+        if catch_up.next_at is None or count == 1:
+            return times
+        start = catch_up.next_at
+    return times + schedules.upcoming(loop.schedule, created_at=loop.created_at, start=start,
+                                      count=count - len(times), host_tz=settings.TIME_ZONE)

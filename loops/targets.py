@@ -28,13 +28,17 @@ def _awake(host: Host, session: SessionInfo) -> SessionInfo:
 
 
 def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
-    """spec §2.1: the chosen preset, else the creator's (or the global interface's); model inherited."""
+    """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
+
+    The creator is the source of inheritance (panel-made loops record the global interface as their
+    creator, contract §2). If it is gone, the profile default is used and said so, never another
+    session's configuration.
+    """
     if loop.preset:
         preset = host.get_preset(loop.preset)
         if preset is None or not preset.mountable:
             raise PermanentFailure(f"Preset {loop.preset!r} is gone or no longer mountable; recreate the loop.")
     origin = host.get_session(loop.created_by_session_id) if loop.created_by_session_id else None
-    origin = origin or host.global_session()
     fallbacks = []
     if loop.preset:
         preset_name = loop.preset
@@ -61,6 +65,7 @@ def resolve_target(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target
         if run.target_session_id:  # made on an earlier attempt of this occurrence
             session = host.get_session(run.target_session_id)
             if session:
+                session = _awake(host, session)  # it may have gone cold since that attempt
                 return Target(session.session_id, session.status)
         return _new_session(host, loop, run, source)
     if loop.session_id == "self":

@@ -9,7 +9,7 @@ instant. Expected instants are written out in UTC by hand; transitions checked w
   Asia/Shanghai     1986-05-04 02:00 CST  -> 03:00 CDT  (18:00Z)   1986-09-14 02:00 CDT  -> 01:00 CST (17:00Z)
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -33,8 +33,12 @@ def create_cron_at(api, now: datetime, expr: str, tz: str | None = None) -> str:
 
 
 def upcoming(api, loop_id: str, count: int | str | None = None) -> list[int]:
+    """Asked at the loop's creation time, so that it is not overdue (which would add a catch-up)."""
+    from loops.models import Loop
+
     params = {} if count is None else {"count": count}
-    response = api.get(f"/api/loops/{loop_id}/upcoming", **params)
+    with time_machine.travel(Loop.objects.get(loop_id=loop_id).created_at, tick=False):
+        response = api.get(f"/api/loops/{loop_id}/upcoming", **params)
     assert response.status_code == 200, response.content
     return response.json()["fire_times"]
 
@@ -179,3 +183,14 @@ def test_upcoming_of_an_unknown_loop_is_unknown_loop(api):
     response = api.get("/api/loops/loop_nope/upcoming", count="3")
     assert response.status_code == 404
     assert error_of(response)["code"] == "unknown_loop"
+
+
+def test_upcoming_of_an_overdue_loop_starts_with_its_one_catch_up(api):
+    created = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    with time_machine.travel(created, tick=False):
+        loop_id = api.tool("loop_create", {"prompt": "t", "schedule": {"kind": "every", "every_seconds": 60}}).json()[
+            "loop_id"]
+    with time_machine.travel(created + timedelta(minutes=5, seconds=30), tick=False):
+        times = api.get(f"/api/loops/{loop_id}/upcoming", count=3).json()["fire_times"]
+    # Five occurrences are due; the clock delivers only the latest (12:05), then stays on grid.
+    assert times == [ms(2026, 3, 1, 12, 5), ms(2026, 3, 1, 12, 6), ms(2026, 3, 1, 12, 7)]
