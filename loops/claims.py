@@ -43,7 +43,7 @@ def new_run_id() -> str:
     return "run_" + secrets.token_hex(8)
 
 
-def _locking(queryset):
+def locked(queryset):
     # On PostgreSQL the LIMIT sits in the top-level SELECT … FOR UPDATE SKIP LOCKED, not in a
     # subquery (where it may lock more rows than the limit).
     if connection.vendor == "postgresql":
@@ -88,7 +88,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
 
     with transaction.atomic():
         due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
-        loops = list(_locking(due)[:limit])
+        loops = list(locked(due)[:limit])
         runs, advanced = [], []
         for loop in loops:
             due_at = loop.next_at
@@ -122,7 +122,7 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
 
     with transaction.atomic():
         stale = LoopRun.objects.filter(status__in=OPEN_STATUSES, retry_at__lte=now).order_by("retry_at")
-        run_ids = list(_locking(stale).values_list("run_id", flat=True)[:limit])
+        run_ids = list(locked(stale).values_list("run_id", flat=True)[:limit])
         if not run_ids:
             return []
         # Pushing retry_at forward is what stops another clock from enqueueing them too (the

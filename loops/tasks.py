@@ -3,11 +3,7 @@ occurrence cannot reach thousands per second)."""
 
 from __future__ import annotations
 
-import logging
-
 from django_q.tasks import async_task
-
-logger = logging.getLogger("dshloop.delivery")
 
 DELIVERY_BATCH = 25
 
@@ -20,13 +16,6 @@ def enqueue_deliveries(run_ids: list[str]) -> None:
 
 
 def deliver_runs(run_ids: list[str]) -> int:
-    from .delivery import deliver_run
+    from .delivery import deliver_runs as deliver
 
-    driven = 0
-    for run_id in run_ids:
-        try:
-            driven += deliver_run(run_id)
-        except Exception:  # noqa: BLE001 - one bad run must not strand the rest of its batch
-            # The run stays open; the clock re-drives it when its lease ends (claims.recover_runs).
-            logger.exception("delivery of run %s raised; it will be retried after its lease", run_id)
-    return driven
+    return deliver(run_ids)

@@ -388,7 +388,7 @@ def test_run_re_driven_after_a_crash_before_recording_delivers_once(create, make
         raise Crash
 
     with monkeypatch.context() as patch:
-        patch.setattr(delivery, "_finish", crash)  # delivered, then died before recording it
+        patch.setattr(delivery, "_record", crash)  # delivered, then died before recording it
         with pytest.raises(Crash):
             deliver(run.run_id, now)
     assert len(inbox()) == 1
@@ -715,24 +715,28 @@ def test_delivery_task_drives_every_run_of_its_batch(create, make_session):
 
 def test_one_run_raising_does_not_strand_the_rest_of_its_batch(create, make_session, monkeypatch):
     make_session("ses_target")
-    for _ in range(3):
+    make_session("ses_broken")
+    create(session_id="ses_broken")
+    for _ in range(2):
         create(session_id="ses_target")
     run_ids = claim(T0 + s(10))
-    real_deliver_run = delivery.deliver_run
+    broken = LoopRun.objects.get(target="ses_broken").run_id
+    real_deliver = LocalHost.deliver
 
-    def first_one_breaks(run_id, **kwargs):
-        if run_id == run_ids[0]:
+    def broken_for_one_session(self, session_id, **kwargs):
+        if session_id == "ses_broken":
             raise RuntimeError("database is locked")
-        return real_deliver_run(run_id, **kwargs)
+        return real_deliver(self, session_id, **kwargs)
 
-    monkeypatch.setattr(delivery, "deliver_run", first_one_breaks)
+    monkeypatch.setattr(LocalHost, "deliver", broken_for_one_session)
     with time_machine.travel(T0 + s(10), tick=False):
-        assert tasks.deliver_runs(run_ids) == 2
+        assert tasks.deliver_runs(run_ids) == 3
 
     statuses = dict(LoopRun.objects.values_list("run_id", "status"))
-    assert [statuses[run_id] for run_id in run_ids] == [RunStatus.CLAIMED, RunStatus.DELIVERED, RunStatus.DELIVERED]
-    # The broken one is left open for the clock to re-drive after its lease.
-    assert recover_runs(now=T0 + s(10) + lease()) == [run_ids[0]]
+    assert sorted(statuses.values()) == [RunStatus.CLAIMED, RunStatus.DELIVERED, RunStatus.DELIVERED]
+    # The broken one is retried after its backoff, like any transient failure.
+    assert statuses[broken] == RunStatus.CLAIMED
+    assert recover_runs(now=T0 + s(10) + delivery.backoff(1)) == [broken]
 
 
 # --- a loop deleted while its delivery is being recorded (PostgreSQL row locks) -----------------

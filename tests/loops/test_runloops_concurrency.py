@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
+from loops.clock import notify_clocks
 from loops.models import Loop, LoopRun, LoopState
 from loops.services import new_loop_id
 from sessions_app.models import InboxMessage
@@ -35,7 +36,9 @@ def make_loops(count: int, every: int, sessions: list[str]) -> list[Loop]:
             session_id=sessions[i % len(sessions)], created_by_session_id=sessions[0], created_at=created_at,
             next_at=created_at + timedelta(seconds=every), state=LoopState.SCHEDULED,
         ))
-    return Loop.objects.bulk_create(loops)
+    created = Loop.objects.bulk_create(loops)
+    notify_clocks()  # bulk_create bypasses loop_create, which wakes sleeping clocks
+    return created
 
 
 def settled(before: datetime) -> bool:
