@@ -14,7 +14,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ApiError, InvalidInput, NotFound, Unauthorized
+from sessions_app.hosts.base import HostError
+
+from .errors import ApiError, InvalidInput, NotFound, TargetUnavailable, Unauthorized
 from .schemas import Identifier
 from .validation import invalid_input_from
 
@@ -36,6 +38,12 @@ def _respond(request: HttpRequest, error: ApiError):
 @api.exception_handler(ApiError)
 def on_api_error(request, exc: ApiError):
     return _respond(request, exc)
+
+
+@api.exception_handler(HostError)
+def on_host_error(request, exc: HostError):
+    # The DSH host could not answer a lookup a tool needs: the target cannot be used right now.
+    return _respond(request, TargetUnavailable(f"{exc} Try again shortly."))
 
 
 @api.exception_handler(ValidationError)

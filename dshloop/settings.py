@@ -176,12 +176,14 @@ DSHLOOP_HOST_URL = env_str("DSHLOOP_HOST_URL")
 DSHLOOP_HOST_TOKEN = env_str("DSHLOOP_HOST_TOKEN")
 if DSHLOOP_HOST == "http" and not DSHLOOP_HOST_URL:
     raise ImproperlyConfigured("DSHLOOP_HOST=http needs DSHLOOP_HOST_URL.")
+DSHLOOP_HOST_TIMEOUT_SECONDS = env_int("DSHLOOP_HOST_TIMEOUT_SECONDS", 10)
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
-# (a crashed process's runs wait this long). Keep it above the host timeout (10 s).
-DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 30)
+# (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
+# calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.
+DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 45)
 
 # django-q2: the ORM broker on the same alias as the loops, so an enqueue commits in the
 # same transaction as its claim (django-q2 #293). timeout < retry (a task must never be

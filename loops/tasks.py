@@ -3,15 +3,20 @@ occurrence cannot reach thousands per second)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django_q.tasks import async_task
 
-DELIVERY_BATCH = 25
+# Runs per task. The embedded host answers in microseconds, so batches amortize the database
+# work; a remote host may hang for its whole timeout, so there each run gets its own task and a
+# slow host can hold at most one run per worker (issue 4: it never stalls the others beyond that).
+DELIVERY_BATCH = {"local": 25, "http": 1}
 
 
 def enqueue_deliveries(run_ids: list[str]) -> None:
     """Called inside the claim transaction: the ORM broker's row commits with the claim."""
-    for start in range(0, len(run_ids), DELIVERY_BATCH):
-        async_task("loops.tasks.deliver_runs", run_ids[start:start + DELIVERY_BATCH],
+    size = DELIVERY_BATCH[settings.DSHLOOP_HOST]
+    for start in range(0, len(run_ids), size):
+        async_task("loops.tasks.deliver_runs", run_ids[start:start + size],
                    q_options={"task_name": f"deliver {run_ids[start]}"})
 
 

@@ -96,10 +96,97 @@ def host_token(db) -> str:
     return token_create(name="host", scopes=["host"])[1]
 
 
+class LocalTestHost:
+    """The embedded host (DSHLOOP_HOST=local): sessions, presets and the inbox are database rows."""
+
+    kind = "local"
+
+    def put_session(self, session_id: str, **fields):
+        return session_upsert(session_id=session_id, changes=fields)
+
+    def put_preset(self, name: str, mountable: bool = True):
+        return preset_upsert(name=name, mountable=mountable)
+
+    def messages(self, session_id: str | None = None) -> list[dict]:
+        from sessions_app.models import InboxMessage
+
+        rows = InboxMessage.objects.order_by("created_at", "message_id")
+        if session_id is not None:
+            rows = rows.filter(session_id=session_id)
+        return list(rows.values("message_id", "session_id", "text", "delivery", "occurrence_key", "source"))
+
+    def session(self, session_id: str) -> dict | None:
+        from sessions_app.models import SessionHeader
+
+        return SessionHeader.objects.filter(session_id=session_id).values().first()
+
+    def scheduler_env(self) -> dict:
+        return {"DSHLOOP_HOST": "local"}
+
+
+class HttpTestHost:
+    """The reference DSH host over loopback HTTP (DSHLOOP_HOST=http), see tests/refhost.py."""
+
+    kind = "http"
+
+    def __init__(self, refhost):
+        self.refhost = refhost
+
+    def put_session(self, session_id: str, **fields):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(**self.refhost.put_session(session_id, **fields))
+
+    def put_preset(self, name: str, mountable: bool = True):
+        self.refhost.put_preset(name, mountable)
+
+    def messages(self, session_id: str | None = None) -> list[dict]:
+        return self.refhost.messages(session_id)
+
+    def session(self, session_id: str) -> dict | None:
+        with self.refhost.lock:
+            session = self.refhost.sessions.get(session_id)
+            return dict(session) if session else None
+
+    def scheduler_env(self) -> dict:
+        return {"DSHLOOP_HOST": "http", "DSHLOOP_HOST_URL": self.refhost.url, "DSHLOOP_HOST_TOKEN": self.refhost.token}
+
+
+def pytest_generate_tests(metafunc):
+    """Tests marked `both_hosts` run against the embedded host and the HTTP reference host;
+    `http_host` ones against the reference host only; the rest against the embedded host."""
+    if "host_kind" in metafunc.fixturenames:
+        if metafunc.definition.get_closest_marker("both_hosts"):
+            kinds = ["local", "http"]
+        elif metafunc.definition.get_closest_marker("http_host"):
+            kinds = ["http"]
+        else:
+            kinds = ["local"]
+        metafunc.parametrize("host_kind", kinds)
+
+
 @pytest.fixture
-def api(tools_token) -> ApiClient:
+def refhost():
+    from .refhost import RefHost
+
+    host = RefHost().start()
+    yield host
+    host.stop()
+
+
+@pytest.fixture
+def host(host_kind, db, settings, request):
+    if host_kind == "local":
+        return LocalTestHost()
+    refhost = request.getfixturevalue("refhost")
+    settings.DSHLOOP_HOST, settings.DSHLOOP_HOST_URL, settings.DSHLOOP_HOST_TOKEN = "http", refhost.url, refhost.token
+    return HttpTestHost(refhost)
+
+
+@pytest.fixture
+def api(tools_token, host) -> ApiClient:
     """An agent calling from session ses_caller (which exists on the host)."""
-    session_upsert(session_id="ses_caller", changes={"status": "running", "preset": "coder", "model": "m1"})
+    host.put_session("ses_caller", status="running", preset="coder", model="m1")
     return ApiClient(tools_token, "ses_caller")
 
 
@@ -109,11 +196,8 @@ def host_api(host_token) -> ApiClient:
 
 
 @pytest.fixture
-def make_session(db):
-    def make(session_id: str, **changes):
-        return session_upsert(session_id=session_id, changes=changes)
-
-    return make
+def make_session(host):
+    return host.put_session
 
 
 @pytest.fixture
@@ -122,11 +206,8 @@ def global_session(make_session):
 
 
 @pytest.fixture
-def make_preset(db):
-    def make(name: str, mountable: bool = True):
-        return preset_upsert(name=name, mountable=mountable)
-
-    return make
+def make_preset(host):
+    return host.put_preset
 
 
 def error_of(response) -> dict:
@@ -139,10 +220,10 @@ def error_of(response) -> dict:
 
 
 @pytest.fixture
-def schedulers(transactional_db, tmp_path):
-    """Start real `runloops` processes on the test database; all are killed at the end."""
+def schedulers(transactional_db, tmp_path, host):
+    """Start real `runloops` processes on the test database and the test's host; all are killed at the end."""
     from .processes import Schedulers
 
-    running = Schedulers(tmp_path)
+    running = Schedulers(tmp_path, **host.scheduler_env())
     yield running
     running.close()

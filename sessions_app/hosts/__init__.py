@@ -1,4 +1,4 @@
-"""Pick the host implementation named by DSHLOOP_HOST."""
+"""Pick the host implementation named by DSHLOOP_HOST (contract §1)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,17 @@ from .base import Host
 
 
 @cache
-def _host_for(kind: str) -> Host:
-    if kind == "local":
-        from .local import LocalHost
+def _host_for(kind: str, url: str, token: str, global_session_id: str, timeout: float) -> Host:
+    if kind == "http":
+        from .http import HttpHost
 
-        return LocalHost()
-    raise NotImplementedError(f"DSHLOOP_HOST={kind!r} is not available yet")
+        return HttpHost(url, token, global_session_id=global_session_id, timeout=timeout)
+    from .local import LocalHost
+
+    return LocalHost()
 
 
 def get_host() -> Host:
-    return _host_for(settings.DSHLOOP_HOST)
+    # Keyed by the settings, so a test that switches hosts gets the right one.
+    return _host_for(settings.DSHLOOP_HOST, settings.DSHLOOP_HOST_URL, settings.DSHLOOP_HOST_TOKEN,
+                     settings.DSHLOOP_GLOBAL_SESSION_ID, settings.DSHLOOP_HOST_TIMEOUT_SECONDS)

@@ -124,7 +124,7 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
     """The broker writes in the claim's transaction (django-q2 #293): a later failure undoes the
     tasks already enqueued, so no task can point at a run that does not exist."""
     loops = [create(every(10)), create(every(10))]
-    monkeypatch.setattr(tasks, "DELIVERY_BATCH", 1)  # one task per run: the second enqueue fails
+    monkeypatch.setitem(tasks.DELIVERY_BATCH, "local", 1)  # one task per run: the second enqueue fails
     real_async_task = tasks.async_task
     calls = []
 
@@ -145,7 +145,7 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
 
 
 def test_many_runs_are_enqueued_in_batches(create, monkeypatch):
-    monkeypatch.setattr(tasks, "DELIVERY_BATCH", 2)
+    monkeypatch.setitem(tasks.DELIVERY_BATCH, "local", 2)
     for _ in range(5):
         create(every(10))
     run_ids = claim(T0 + s(10))

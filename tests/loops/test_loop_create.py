@@ -17,6 +17,9 @@ NOW_MS = 1748858400123
 EVERY_10 = {"kind": "every", "every_seconds": 10}
 LOOP_VIEW_KEYS = {"loop_id", "prompt", "schedule", "session_id", "created_by_session_id", "created_at", "state"}
 
+# The acceptance set runs against both hosts (issue 4).
+pytestmark = pytest.mark.both_hosts
+
 
 @pytest.fixture
 def frozen():

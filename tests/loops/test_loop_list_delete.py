@@ -12,6 +12,9 @@ T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)
 T0_MS = 1748858400000
 MAX_SAFE = 2**53 - 1
 
+# The acceptance set runs against both hosts (issue 4).
+pytestmark = pytest.mark.both_hosts
+
 
 def every(seconds: int) -> dict:
     return {"kind": "every", "every_seconds": seconds}

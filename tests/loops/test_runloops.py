@@ -10,21 +10,24 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from dshloop.timeutil import from_ms
 from loops.models import Loop, LoopRun
 from loops.schemas import LoopCreateIn
 from loops.services import loop_create
-from sessions_app.models import InboxMessage, SessionHeader
 from tests.processes import wait_for
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+# Against both hosts: the embedded one and the HTTP reference host over loopback (issue 4).
+pytestmark = [pytest.mark.process, pytest.mark.both_hosts, pytest.mark.django_db(transaction=True)]
 
 
-def messages_for(loop_id: str):
-    return InboxMessage.objects.filter(occurrence_key__startswith=f"{loop_id}@").order_by("created_at")
+@pytest.fixture
+def inbox(host):
+    """The messages delivered for one loop, in order, as the host sees them."""
 
+    def messages_for(loop_id: str) -> list[dict]:
+        return [m for m in host.messages() if m["occurrence_key"].startswith(f"{loop_id}@")]
 
-def delivered_count(loop_id: str) -> int:
-    return messages_for(loop_id).count()
+    return messages_for
 
 
 def scheduler_alive() -> bool:
@@ -39,7 +42,7 @@ def start_ready(schedulers, count: int = 1):
     return started
 
 
-def test_after_loop_fires_once_and_leaves_active_list(api, schedulers):
+def test_after_loop_fires_once_and_leaves_active_list(api, schedulers, inbox):
     start_ready(schedulers)
     loop = api.tool("loop_create", {"prompt": "ping", "schedule": {"kind": "after", "after_seconds": 1}}).json()
 
@@ -47,26 +50,27 @@ def test_after_loop_fires_once_and_leaves_active_list(api, schedulers):
              message="the after loop to complete")
     time.sleep(1.5)  # the scenario: time passes and nothing more may arrive
 
-    assert delivered_count(loop["loop_id"]) == 1
+    assert len(inbox(loop["loop_id"])) == 1
     listed = api.tool("loop_list", {"session_id": "global"}).json()["loops"]
     assert loop["loop_id"] not in {item["loop_id"] for item in listed}
     [run] = api.get(f"/api/loops/{loop['loop_id']}/runs").json()["runs"]
     assert run["status"] == "delivered" and run["target_session_id"] == "ses_caller"
 
 
-def test_after_loop_created_while_clock_sleeps_is_delivered_within_two_seconds(api, schedulers):
+def test_after_loop_created_while_clock_sleeps_is_delivered_within_two_seconds(api, schedulers, inbox):
     start_ready(schedulers)
     time.sleep(1)  # nothing is due: the clock is in its long sleep now
     loop = api.tool("loop_create", {"prompt": "wake", "schedule": {"kind": "after", "after_seconds": 1}}).json()
 
-    wait_for(lambda: delivered_count(loop["loop_id"]), timeout=5, message="the delivery")
+    wait_for(lambda: LoopRun.objects.filter(loop_id=loop["loop_id"], status="delivered").exists(), timeout=5,
+             message="the delivery")
 
-    message = messages_for(loop["loop_id"]).get()
-    latency = (message.created_at - Loop.objects.get(loop_id=loop["loop_id"]).created_at).total_seconds()
-    assert latency <= 2.0
+    assert len(inbox(loop["loop_id"])) == 1
+    [run] = LoopRun.objects.filter(loop_id=loop["loop_id"])
+    assert (run.finished_at - from_ms(loop["created_at"])).total_seconds() <= 2.0
 
 
-def test_every_loop_recovers_after_restart_with_one_catch_up_and_stays_on_grid(api, schedulers):
+def test_every_loop_recovers_after_restart_with_one_catch_up_and_stays_on_grid(api, schedulers, inbox):
     # A scheduler ran and stopped: the profile's loops outlive it.
     [first] = start_ready(schedulers)
     assert first.terminate() < 10
@@ -77,50 +81,51 @@ def test_every_loop_recovers_after_restart_with_one_catch_up_and_stays_on_grid(a
     created_at = loop.created_at
 
     start_ready(schedulers)
-    wait_for(lambda: delivered_count(loop.loop_id) >= 2, timeout=20, message="catch-up and the next occurrence")
+    wait_for(lambda: len(inbox(loop.loop_id)) >= 2, timeout=20, message="catch-up and the next occurrence")
 
     catch_up, on_grid = LoopRun.objects.filter(loop_id=loop.loop_id).order_by("scheduled_at")[:2]
     assert (catch_up.scheduled_at, catch_up.missed) == (created_at + timedelta(seconds=50), 4)
     assert (on_grid.scheduled_at, on_grid.missed) == (created_at + timedelta(seconds=60), 0)
-    assert delivered_count(loop.loop_id) == 2
+    assert len(inbox(loop.loop_id)) == 2
 
 
-def test_new_target_creates_a_fresh_session_per_occurrence(api, schedulers, make_preset):
+def test_new_target_creates_a_fresh_session_per_occurrence(api, schedulers, make_preset, inbox, host):
     make_preset("reviewer")
     loop = api.tool("loop_create", {"prompt": "review", "schedule": {"kind": "every", "every_seconds": 1},
                                     "session_id": "new", "preset": "reviewer"}).json()
     start_ready(schedulers)
 
-    wait_for(lambda: delivered_count(loop["loop_id"]) >= 2, timeout=15, message="two deliveries")
+    wait_for(lambda: len(inbox(loop["loop_id"])) >= 2, timeout=15, message="two deliveries")
 
-    sessions = [m.session_id for m in messages_for(loop["loop_id"])]
+    sessions = [m["session_id"] for m in inbox(loop["loop_id"])]
     assert len(set(sessions)) == len(sessions)
-    for header in SessionHeader.objects.filter(session_id__in=sessions):
-        assert (header.first_prompt, header.preset, header.model) == ("review", "reviewer", "m1")
+    for session_id in sessions:
+        session = host.session(session_id)
+        assert (session["first_prompt"], session["preset"], session["model"]) == ("review", "reviewer", "m1")
 
 
-def test_actual_session_is_resumed_from_cold_and_reused(api, schedulers, make_session):
+def test_actual_session_is_resumed_from_cold_and_reused(api, schedulers, make_session, inbox, host):
     make_session("ses_cold", status="cold", preset="analyst", model="m-cold")
     loop = api.tool("loop_create", {"prompt": "resume", "schedule": {"kind": "every", "every_seconds": 1},
                                     "session_id": "ses_cold"}).json()
     start_ready(schedulers)
 
-    wait_for(lambda: delivered_count(loop["loop_id"]) >= 2, timeout=15, message="two deliveries")
+    wait_for(lambda: len(inbox(loop["loop_id"])) >= 2, timeout=15, message="two deliveries")
 
-    assert {m.session_id for m in messages_for(loop["loop_id"])} == {"ses_cold"}
-    header = SessionHeader.objects.get(session_id="ses_cold")
-    assert (header.status, header.preset, header.model) == ("idle", "analyst", "m-cold")
-    assert messages_for(loop["loop_id"]).first().delivery == "next_turn"
+    assert {m["session_id"] for m in inbox(loop["loop_id"])} == {"ses_cold"}
+    session = host.session("ses_cold")
+    assert (session["status"], session["preset"], session["model"]) == ("idle", "analyst", "m-cold")
+    assert inbox(loop["loop_id"])[0]["delivery"] == "next_turn"
 
 
-def test_self_target_reaches_the_global_interface_session(api, schedulers, global_session):
+def test_self_target_reaches_the_global_interface_session(api, schedulers, global_session, inbox):
     loop = api.tool("loop_create", {"prompt": "report", "schedule": {"kind": "after", "after_seconds": 1},
                                     "session_id": "self"}).json()
     start_ready(schedulers)
 
-    wait_for(lambda: delivered_count(loop["loop_id"]), timeout=10, message="the delivery")
+    wait_for(lambda: inbox(loop["loop_id"]), timeout=10, message="the delivery")
 
-    assert messages_for(loop["loop_id"]).get().session_id == "ses_global"
+    assert [m["session_id"] for m in inbox(loop["loop_id"])] == ["ses_global"]
 
 
 def test_sigterm_stops_the_scheduler_within_ten_seconds_without_orphans(api, schedulers):

@@ -16,6 +16,9 @@ import time_machine
 
 from tests.conftest import error_of
 
+# The acceptance set runs against both hosts (issue 4).
+pytestmark = pytest.mark.both_hosts
+
 
 def ms(*args: int) -> int:
     """Epoch milliseconds of a UTC wall time."""

@@ -1,0 +1,184 @@
+"""A real DSH host over HTTP (contract §6): bearer token, JSON, a 10 s timeout, pooled connections.
+
+Failure mapping (the scheduler's failure policy, README "Semantics"): connection refused,
+timeouts, 5xx, 429 and malformed JSON are transient; a 404 on the target is permanent (or
+"missing" for lookups); any other 4xx is permanent, carrying the host's message.
+
+Session headers the host returns are written to the local cache (SessionHeader), so that
+list_sessions still answers with durable titles when a session is cold or the host is down.
+dshloop never asks the host to generate or refresh a title.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+
+import httpx
+
+from dshloop.timeutil import from_ms
+from sessions_app.models import SessionHeader, SessionStatus
+from sessions_app.selectors import session_info
+from sessions_app.titles import fold_title
+
+from .base import Delivered, HostError, PresetInfo, SessionInfo
+
+_STATUSES = {choice.value for choice in SessionStatus}
+
+
+class NotFoundOnHost(HostError):
+    def __init__(self, message: str):
+        super().__init__(message, transient=False)
+
+
+def _parse_time(value) -> datetime:
+    if isinstance(value, bool) or value is None:
+        raise ValueError("updated_at is missing")
+    if isinstance(value, int | float):
+        return from_ms(int(value))
+    moment = datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _text(data: dict, key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else ""
+
+
+class HttpHost:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
+                 global_session_id: str = ""):
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.global_session_id = global_session_id
+        self._client: httpx.Client | None = None
+        self._pid = 0
+
+    @property
+    def client(self) -> httpx.Client:
+        # One pool per process: scheduler workers are forked, and a pool must not cross a fork.
+        if self._client is None or self._pid != os.getpid():
+            headers = {"Accept": "application/json"}
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout)
+            self._pid = os.getpid()
+        return self._client
+
+    def _request(self, method: str, path: str, *, json_body: dict | None = None, params: dict | None = None,
+                 headers: dict | None = None):
+        what = f"{method} {path}"
+        try:
+            response = self.client.request(method, path, json=json_body, params=params, headers=headers)
+        except httpx.TimeoutException as exc:
+            raise HostError(f"The DSH host did not answer {what} within {self.timeout:g} s.", transient=True) from exc
+        except httpx.HTTPError as exc:
+            raise HostError(f"The DSH host is unreachable ({what}): {exc}", transient=True) from exc
+        if response.status_code == 404:
+            raise NotFoundOnHost(f"The DSH host has no such resource ({what}).")
+        if response.status_code >= 400:
+            message = response.text.strip()[:300] or response.reason_phrase
+            transient = response.status_code >= 500 or response.status_code == 429
+            raise HostError(f"The DSH host answered {response.status_code} to {what}: {message}", transient=transient)
+        if not response.content:
+            return {}
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise HostError(f"The DSH host sent malformed JSON for {what}.", transient=True) from exc
+
+    def _object(self, data, what: str) -> dict:
+        if not isinstance(data, dict):
+            raise HostError(f"The DSH host sent {type(data).__name__} where {what} was expected.", transient=True)
+        return data
+
+    def _cache(self, data: dict) -> SessionInfo:
+        """Validate one session from the host and refresh its cached header."""
+        data = self._object(data, "a session object")
+        session_id, status = data.get("session_id"), data.get("status")
+        if not isinstance(session_id, str) or not session_id or status not in _STATUSES:
+            raise HostError("The DSH host sent a session without a valid session_id and status.", transient=True)
+        try:
+            updated_at = _parse_time(data.get("updated_at"))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise HostError(f"The DSH host sent an invalid updated_at for {session_id}.", transient=True) from exc
+        fields = {
+            "status": status, "updated_at": updated_at, "preset": _text(data, "preset"), "model": _text(data, "model"),
+            # A host that already folded the title sends `title`; one with the durable fields sends those.
+            "user_title": _text(data, "user_title") or _text(data, "title"),
+            "generated_title": _text(data, "generated_title"), "first_prompt": _text(data, "first_prompt"),
+        }
+        header, _ = SessionHeader.objects.update_or_create(session_id=session_id, defaults=fields)
+        return session_info(header)
+
+    # -- Host interface ---------------------------------------------------------------------------------
+
+    def list_sessions(self, *, limit: int) -> list[SessionInfo]:
+        """The host's live sessions merged into the cache, then the newest `limit` of both (spec §7)."""
+        try:
+            data = self._request("GET", "/sessions", params={"limit": limit})
+            items = data.get("sessions", []) if isinstance(data, dict) else data
+            for item in items if isinstance(items, list) else []:
+                self._cache(item)
+        except HostError:
+            pass  # the cached headers still answer: cold sessions live there anyway
+        headers = SessionHeader.objects.order_by("-updated_at", "session_id")[:limit]
+        return [session_info(header) for header in headers]
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        try:
+            return self._cache(self._request("GET", f"/sessions/{_quote(session_id)}"))
+        except NotFoundOnHost:
+            return None
+
+    def global_session(self) -> SessionInfo | None:
+        if self.global_session_id:
+            return self.get_session(self.global_session_id)
+        try:
+            return self._cache(self._request("GET", "/global-session"))
+        except NotFoundOnHost:
+            return None
+
+    def get_preset(self, name: str) -> PresetInfo | None:
+        try:
+            data = self._object(self._request("GET", f"/presets/{_quote(name)}"), "a preset object")
+        except NotFoundOnHost:
+            return None
+        return PresetInfo(name, data.get("mountable", True) is not False)
+
+    def resume_session(self, session_id: str) -> SessionInfo:
+        self._request("POST", f"/sessions/{_quote(session_id)}/resume")
+        session = self.get_session(session_id)
+        if session is None:
+            raise HostError(f"Session {session_id} disappeared while being resumed.", transient=False)
+        return session
+
+    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
+        body = {"preset": preset, "first_prompt": first_prompt, "source": source}
+        if model:
+            body["model"] = model
+        data = self._object(self._request("POST", "/sessions", json_body=body,
+                                          headers={"Idempotency-Key": f"new:{source['occurrence_key']}"}),
+                            "a created session")
+        session_id = data.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            raise HostError("The DSH host created a session but sent no session_id.", transient=True)
+        return session_id
+
+    def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered:
+        data = self._object(self._request(
+            "POST", f"/sessions/{_quote(session_id)}/inbox", json_body={"text": text, "wakeup": True, "source": source},
+            headers={"Idempotency-Key": occurrence_key},
+        ), "a delivery receipt")
+        delivery = data.get("delivery")
+        if not isinstance(data.get("message_id"), str) or delivery not in {"next_turn", "next_step"}:
+            raise HostError("The DSH host sent a delivery receipt without message_id and delivery.", transient=True)
+        return Delivered(data["message_id"], delivery)
+
+
+def _quote(segment: str) -> str:
+    from urllib.parse import quote
+
+    return quote(segment, safe="")
