@@ -208,3 +208,29 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+
+def main() -> None:
+    """`python -m tests.refhost`: run the reference host by hand, to try DSHLOOP_HOST=http."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=7070)
+    parser.add_argument("--token", default="host-secret")
+    args = parser.parse_args()
+    host = RefHost(token=args.token)
+    host.port = args.port
+    host.put_session("ses_demo", status="idle", preset="default", model="default", user_title="Demo session")
+    host.put_session("ses_ui", status="idle", global_interface=True, user_title="Global interface")
+    host.start()
+    print(f"reference DSH host on {host.url} (token {args.token}); sessions ses_demo, ses_ui (global)")
+    try:
+        while True:
+            time.sleep(5)
+            print(f"{len(host.messages())} message(s) delivered so far")
+    except KeyboardInterrupt:
+        host.stop()
+
+
+if __name__ == "__main__":
+    main()
