@@ -20,6 +20,7 @@ from django.db.models import Min
 from dshloop.timeutil import to_ms
 
 from . import schedules
+from .bulk import update_rows
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 
 logger = logging.getLogger("dshloop.clock")
@@ -108,8 +109,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
             else:
                 advanced.append(loop)
             runs.append(run)
-        if advanced:
-            Loop.objects.bulk_update(advanced, ["state", "next_at"])
+        update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in advanced])
         LoopRun.objects.bulk_create(runs)
         run_ids = [run.run_id for run in runs]
         enqueue_deliveries(run_ids)

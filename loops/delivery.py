@@ -1,16 +1,21 @@
-"""Deliver one claimed occurrence: the durable sequence of spec §5.
+"""Deliver claimed occurrences: the durable sequence of spec §5, a batch at a time.
 
-claim (loops.claims) -> start (take the run's lease) -> resolve and wake the target ->
-deliver to the inbox with the occurrence key -> record the run -> update the loop.
+claim (loops.claims) -> start (take the runs' leases) -> resolve and wake each target ->
+deliver to the inboxes with the occurrence keys -> record the runs -> update the loops.
 
 Failure policy: a transient host failure (unreachable, timeout, 5xx) is retried with
 exponential backoff inside the occurrence; a permanent one (target or preset gone, no global
 interface) fails at once. every/cron loops keep their schedule either way.
+
+With the embedded host (transactional) a whole batch — target changes, messages and records —
+commits at once: a crash re-drives the batch and delivers nothing twice. A remote host's
+deliveries are side effects: the inbox's occurrence-key idempotency absorbs a re-drive.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -20,13 +25,14 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import HostError
+from sessions_app.hosts.base import HostError, Message
 
+from .bulk import update_rows
 from .claims import OPEN_STATUSES, lease, locked
 from .clock import MAX_SLEEP, notify_clocks
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
-from .targets import PermanentFailure, resolve_target
+from .targets import BatchView, PermanentFailure, resolve_target
 
 logger = logging.getLogger("dshloop.delivery")
 
@@ -61,11 +67,18 @@ def _start(run_ids: list[str], now: datetime) -> list[LoopRun]:
         )
     for run in runs:
         run.status, run.attempt, run.started_at = RunStatus.DELIVERING, run.attempt + 1, run.started_at or now
+        run.lease_until = now + lease()
     return runs
 
 
-def _attempt(run: LoopRun, loop: Loop | None, host, clock) -> Outcome:
-    """Resolve, wake and deliver one run. Host calls only; the outcome is recorded by _record."""
+def _failure(run: LoopRun, *, error: str, transient: bool) -> Outcome:
+    if transient and run.attempt < MAX_ATTEMPTS:
+        return Outcome(run, error=error, retry=True)
+    return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
+
+
+def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
+    """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
     if run.attempt > MAX_ATTEMPTS:
         # Every earlier driver died mid-delivery (its lease ran out): a poison occurrence must
         # not keep its loop `running` and be re-driven forever.
@@ -77,72 +90,95 @@ def _attempt(run: LoopRun, loop: Loop | None, host, clock) -> Outcome:
             raise PermanentFailure("The loop was deleted before this occurrence was delivered.")
         target = resolve_target(host, loop, run, source)
         run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
-        if loop.session_id == "new":
+        if loop.session_id == "new" and not host.transactional:
             # Remember the new session first: a retry of this occurrence must reuse it.
             LoopRun.objects.filter(run_id=run.run_id).update(target_session_id=run.target_session_id,
                                                               fallback=run.fallback)
-        host.deliver(target.session_id, text=loop_message(loop_id=loop.loop_id, prompt=loop.prompt),
-                     source=source, occurrence_key=run.occurrence_key)
     except PermanentFailure as exc:
         return Outcome(run, error=str(exc))
     except HostError as exc:
         return _failure(run, error=str(exc), transient=exc.transient)
     except Exception as exc:  # noqa: BLE001 - an unexpected error is retried, never lost
-        logger.exception("delivery of %s raised", run.occurrence_key)
+        logger.exception("resolving the target of %s raised", run.occurrence_key)
         return _failure(run, error=f"Unexpected error: {exc}", transient=True)
-    return Outcome(run, delivered=True)
+    return Message(target.session_id, loop_message(loop_id=loop.loop_id, prompt=loop.prompt), source,
+                   run.occurrence_key)
 
 
-def _failure(run: LoopRun, *, error: str, transient: bool) -> Outcome:
-    if transient and run.attempt < MAX_ATTEMPTS:
-        return Outcome(run, error=error, retry=True)
-    return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
+def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]:
+    view = BatchView(host, {loop.session_id for loop in loops.values()}
+                     | {loop.created_by_session_id for loop in loops.values()}
+                     | {run.target_session_id for run in runs})
+    prepared = [(run, _prepare(run, loops.get(run.loop_id), view)) for run in runs]
+    pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
+    try:
+        results = host.deliver_many([message for _, message in pending]) if pending else []
+    except Exception as exc:  # noqa: BLE001 - the whole batch is retried, never lost
+        logger.exception("delivering a batch of %d raised", len(pending))
+        results = [HostError(f"Unexpected error: {exc}", transient=True)] * len(pending)
+    delivered = {
+        run.run_id: (Outcome(run, delivered=True) if not isinstance(result, HostError)
+                     else _failure(run, error=str(result), transient=result.transient))
+        for (run, _), result in zip(pending, results)
+    }
+    return [delivered.get(run.run_id) or item for run, item in prepared]
 
 
 def _record(outcomes: list[Outcome], now: datetime) -> None:
-    """Record a batch of outcomes and update their loops in one transaction."""
+    """Record a batch of outcomes and update their loops, in one transaction."""
     with transaction.atomic():
-        # Locked, in a stable order (no deadlock between batches): a loop_delete committing between
-        # this read and the saves below would otherwise make a save fail.
-        loop_ids = {outcome.run.loop_id for outcome in outcomes}
-        loops = {loop.loop_id: loop for loop in
-                 Loop.objects.select_for_update().filter(loop_id__in=loop_ids).order_by("loop_id")}
+        # Only runs still under our lease are ours to record: if ours ran out and another driver
+        # took over, its record wins.
+        leases = {outcome.run.run_id: outcome.run.lease_until for outcome in outcomes}
+        ours = {
+            run_id for run_id, lease_until in locked(LoopRun.objects.filter(
+                run_id__in=list(leases), status__in=OPEN_STATUSES)).values_list("run_id", "lease_until")
+            if lease_until == leases[run_id]
+        }
+        outcomes = [outcome for outcome in outcomes if outcome.run.run_id in ours]
         for outcome in outcomes:
-            _record_one(outcome, loops.get(outcome.run.loop_id), now)
+            _settle(outcome, now)
+        update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
+        _update_loops(outcomes, now)
 
 
-def _record_one(outcome: Outcome, loop: Loop | None, now: datetime) -> None:
+_RUN_FIELDS = ("status", "error", "retry_at", "finished_at", "lease_until", "target_session_id", "fallback")
+_LOOP_FIELDS = ("last_run_at", "last_result", "last_error", "state")
+
+
+def _settle(outcome: Outcome, now: datetime) -> None:
+    """Set a run's fields from its outcome, and log it: one line per occurrence."""
     run = outcome.run
-    still_open = LoopRun.objects.filter(run_id=run.run_id, status__in=OPEN_STATUSES)
     if outcome.retry:
-        still_open.update(status=RunStatus.CLAIMED, error=outcome.error, lease_until=None,
-                          retry_at=now + backoff(run.attempt), target_session_id=run.target_session_id)
+        run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
         logger.warning("loop=%s scheduled=%s outcome=retrying attempt=%d error=%r",
                        run.loop_id, run.scheduled_at.isoformat(), run.attempt, outcome.error)
-        return
-    status = RunStatus.DELIVERED if outcome.delivered else RunStatus.FAILED
-    closed = still_open.update(status=status, error=outcome.error, finished_at=now, retry_at=None, lease_until=None,
-                               target_session_id=run.target_session_id, fallback=run.fallback)
-    if not closed:  # another driver finished it first
-        return
-    logger.info(
-        "loop=%s scheduled=%s outcome=%s target=%s attempt=%d missed=%d%s",
-        run.loop_id, run.scheduled_at.isoformat(), status, run.target_session_id or "-", run.attempt,
-        run.missed, f" error={outcome.error!r}" if outcome.error else "",
-    )
-    if loop is None:
-        return
-    loop.last_run_at, loop.last_result, loop.last_error = now, status, outcome.error
-    if loop.kind == ScheduleKind.AFTER:
-        # spec §3: a delivered `after` loop is completed and leaves the active list; a failed one
-        # stays visible as failed.
-        loop.state = LoopState.COMPLETED if outcome.delivered else LoopState.FAILED
-    elif loop.state == LoopState.RUNNING:
-        loop.state = LoopState.SCHEDULED
-    loop.save(update_fields=["last_run_at", "last_result", "last_error", "state"])
-    if loop.state == LoopState.SCHEDULED and loop.next_at and loop.next_at - now < timedelta(seconds=MAX_SLEEP):
-        # The loop is claimable again: a clock sleeping past its deadline must wake up (PostgreSQL
-        # folds identical notifications of one transaction into one).
+    else:
+        run.status = RunStatus.DELIVERED if outcome.delivered else RunStatus.FAILED
+        run.retry_at, run.finished_at = None, now
+        logger.info("loop=%s scheduled=%s outcome=%s target=%s attempt=%d missed=%d%s",
+                    run.loop_id, run.scheduled_at.isoformat(), run.status, run.target_session_id or "-",
+                    run.attempt, run.missed, f" error={outcome.error!r}" if outcome.error else "")
+    run.error, run.lease_until = outcome.error, None
+
+
+def _update_loops(outcomes: list[Outcome], now: datetime) -> None:
+    finished = {o.run.loop_id: o for o in outcomes if not o.retry}
+    loops = list(Loop.objects.filter(loop_id__in=list(finished)))
+    for loop in loops:
+        outcome = finished[loop.loop_id]
+        loop.last_run_at, loop.last_result, loop.last_error = now, outcome.run.status, outcome.error
+        if loop.kind == ScheduleKind.AFTER:
+            # spec §3: a delivered `after` loop is completed and leaves the active list; a failed
+            # one stays visible as failed.
+            loop.state = LoopState.COMPLETED if outcome.delivered else LoopState.FAILED
+        elif loop.state == LoopState.RUNNING:
+            loop.state = LoopState.SCHEDULED
+    # A loop deleted meanwhile is simply not updated (its UPDATE matches no row).
+    update_rows(Loop, _LOOP_FIELDS, [[loop.loop_id, *(getattr(loop, f) for f in _LOOP_FIELDS)] for loop in loops])
+    if any(loop.state == LoopState.SCHEDULED and loop.next_at and loop.next_at - now < timedelta(seconds=MAX_SLEEP)
+           for loop in loops):
+        # Claimable again soon: a clock sleeping past that deadline must wake up.
         transaction.on_commit(notify_clocks)
 
 
@@ -161,8 +197,9 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
         return 0
     host = get_host()
     loops = {loop.loop_id: loop for loop in Loop.objects.filter(loop_id__in={run.loop_id for run in runs})}
-    outcomes = [_attempt(run, loops.get(run.loop_id), host, clock) for run in runs]
-    _record(outcomes, clock())
+    with transaction.atomic() if host.transactional else nullcontext():
+        outcomes = _deliver(runs, loops, host)
+        _record(outcomes, clock())
     return len(runs)
 
 

@@ -22,6 +22,32 @@ class Target:
     fallback: str = ""  # what was inherited from the profile default, and why
 
 
+class BatchView:
+    """The host as seen by one delivery batch: the batch's sessions are looked up in one go."""
+
+    def __init__(self, host: Host, session_ids: set[str]):
+        self.host = host
+        self.sessions = host.get_sessions(session_ids - {"", "self", "new"})
+        self._global: list[SessionInfo | None] = []
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        return self.host.get_session(session_id)
+
+    def global_session(self) -> SessionInfo | None:
+        if not self._global:
+            self._global.append(self.host.global_session())
+        return self._global[0]
+
+    def resume_session(self, session_id: str) -> SessionInfo:
+        self.sessions[session_id] = self.host.resume_session(session_id)
+        return self.sessions[session_id]
+
+    def __getattr__(self, name: str):
+        return getattr(self.host, name)
+
+
 def _awake(host: Host, session: SessionInfo) -> SessionInfo:
     # spec §5: a cold target is resumed first, with no preset and no model override.
     return host.resume_session(session.session_id) if session.status == "cold" else session

@@ -9,7 +9,7 @@ from django_q.tasks import async_task
 # Runs per task. The embedded host answers in microseconds, so batches amortize the database
 # work; a remote host may hang for its whole timeout, so there each run gets its own task and a
 # slow host can hold at most one run per worker (issue 4: it never stalls the others beyond that).
-DELIVERY_BATCH = {"local": 25, "http": 1}
+DELIVERY_BATCH = {"local": 100, "http": 1}
 
 
 def enqueue_deliveries(run_ids: list[str]) -> None:

@@ -28,6 +28,10 @@ def session_get(session_id: str) -> SessionInfo | None:
     return session_info(header) if header else None
 
 
+def sessions_get(session_ids: set[str]) -> dict[str, SessionInfo]:
+    return {h.session_id: session_info(h) for h in SessionHeader.objects.filter(session_id__in=session_ids)}
+
+
 def session_list(*, limit: int) -> list[SessionInfo]:
     return [session_info(h) for h in SessionHeader.objects.order_by("-updated_at", "session_id")[:limit]]
 

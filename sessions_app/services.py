@@ -75,22 +75,17 @@ def session_create_for(
         return SessionHeader.objects.get(created_for=occurrence_key)
 
 
-def inbox_deliver(
-    *, session_id: str, text: str, source: dict, occurrence_key: str, delivery: str, now: datetime | None = None
-) -> tuple[InboxMessage, bool]:
-    """Put one message in a session's inbox; returns (message, created). Idempotent per occurrence."""
-    now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
-    existing = InboxMessage.objects.filter(occurrence_key=occurrence_key).first()
-    if existing:
-        return existing, False
-    try:
-        with transaction.atomic():
-            message = InboxMessage.objects.create(
-                message_id="msg_" + secrets.token_hex(8), session_id=session_id, text=text, wakeup=True,
-                delivery=delivery, source=source, occurrence_key=occurrence_key, created_at=now,
-            )
-    except IntegrityError:  # a concurrent delivery of the same occurrence won
-        return InboxMessage.objects.get(occurrence_key=occurrence_key), False
-    # The session's updated_at is its host's business (PUT, resume); a queued message is not
-    # activity yet, and bumping a hot row per delivery would serialize the workers.
-    return message, True
+def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: datetime | None = None) -> list[str]:
+    """Insert many messages (session_id, text, source, occurrence_key, delivery) at once; an
+    occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order."""
+    now = truncate_to_ms(now or timezone.now())
+    rows = [
+        InboxMessage(message_id="msg_" + secrets.token_hex(8), session_id=session_id, text=text, wakeup=True,
+                     delivery=delivery, source=source, occurrence_key=key, created_at=now)
+        for session_id, text, source, key, delivery in messages
+    ]
+    InboxMessage.objects.bulk_create(rows, ignore_conflicts=True)
+    # Those that were already there keep their first message.
+    existing = dict(InboxMessage.objects.filter(occurrence_key__in=[row.occurrence_key for row in rows])
+                    .values_list("occurrence_key", "message_id"))
+    return [existing.get(row.occurrence_key, row.message_id) for row in rows]

@@ -31,7 +31,6 @@ class PresetInfo:
 class Delivered:
     message_id: str
     delivery: str  # next_turn | next_step
-    duplicate: bool = False  # the host already had a message for this occurrence
 
 
 class HostError(Exception):
@@ -43,6 +42,10 @@ class HostError(Exception):
 
 
 class Host(Protocol):
+    # True when the host's writes live in dshloop's own database: deliveries and their records
+    # can then commit together, so a crash can never leave a delivered but unrecorded run.
+    transactional: bool
+
     def list_sessions(self, *, limit: int) -> list[SessionInfo]: ...
 
     def get_session(self, session_id: str) -> SessionInfo | None: ...
@@ -56,3 +59,16 @@ class Host(Protocol):
     def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str: ...
 
     def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered: ...
+
+    # Batch forms, so the embedded host can use one query for many runs; a remote host loops.
+    def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]: ...
+
+    def deliver_many(self, messages: list["Message"]) -> list["Delivered | HostError"]: ...
+
+
+@dataclass(frozen=True)
+class Message:
+    session_id: str
+    text: str
+    source: dict
+    occurrence_key: str

@@ -22,7 +22,7 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.selectors import session_info
 from sessions_app.titles import fold_title
 
-from .base import Delivered, HostError, PresetInfo, SessionInfo
+from .base import Delivered, HostError, Message, PresetInfo, SessionInfo
 
 _STATUSES = {choice.value for choice in SessionStatus}
 
@@ -47,6 +47,8 @@ def _text(data: dict, key: str) -> str:
 
 
 class HttpHost:
+    transactional = False
+
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
                  global_session_id: str = ""):
         self.base_url = base_url.rstrip("/")
@@ -176,6 +178,28 @@ class HttpHost:
         if not isinstance(data.get("message_id"), str) or delivery not in {"next_turn", "next_step"}:
             raise HostError("The DSH host sent a delivery receipt without message_id and delivery.", transient=True)
         return Delivered(data["message_id"], delivery)
+
+
+    def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
+        found = {}
+        for session_id in session_ids:
+            try:
+                session = self.get_session(session_id)
+            except HostError:
+                continue  # looked up again, one by one, when its run is delivered
+            if session is not None:
+                found[session_id] = session
+        return found
+
+    def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
+        results: list[Delivered | HostError] = []
+        for message in messages:
+            try:
+                results.append(self.deliver(message.session_id, text=message.text, source=message.source,
+                                            occurrence_key=message.occurrence_key))
+            except HostError as exc:
+                results.append(exc)
+        return results
 
 
 def _quote(segment: str) -> str:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from sessions_app import selectors, services
 from sessions_app.models import SessionStatus
 
-from .base import Delivered, HostError, PresetInfo, SessionInfo
+from .base import Delivered, HostError, Message, PresetInfo, SessionInfo
 
 
 class LocalHost:
+    transactional = True
+
     def list_sessions(self, *, limit: int) -> list[SessionInfo]:
         return selectors.session_list(limit=limit)
 
@@ -33,12 +35,27 @@ class LocalHost:
         return header.session_id
 
     def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered:
-        session = selectors.session_get(session_id)
-        if session is None:
-            raise HostError(f"Session {session_id} does not exist.", transient=False)
+        [result] = self.deliver_many([Message(session_id, text, source, occurrence_key)])
+        if isinstance(result, HostError):
+            raise result
+        return result
+
+    def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
+        return selectors.sessions_get(session_ids)
+
+    def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
+        """One query for the targets' states and one INSERT for all the messages."""
+        sessions = selectors.sessions_get({message.session_id for message in messages})
         # spec §6: a running target gets the message at its next safe step, others next turn.
-        delivery = "next_step" if session.status == SessionStatus.RUNNING else "next_turn"
-        message, created = services.inbox_deliver(
-            session_id=session_id, text=text, source=source, occurrence_key=occurrence_key, delivery=delivery
+        modes = {m.occurrence_key: "next_step" if sessions[m.session_id].status == SessionStatus.RUNNING
+                 else "next_turn" for m in messages if m.session_id in sessions}
+        known = [m for m in messages if m.occurrence_key in modes]
+        message_ids = services.inbox_deliver_many(
+            [(m.session_id, m.text, m.source, m.occurrence_key, modes[m.occurrence_key]) for m in known]
         )
-        return Delivered(message.message_id, message.delivery, duplicate=not created)
+        delivered = dict(zip((m.occurrence_key for m in known), message_ids))
+        return [
+            Delivered(delivered[m.occurrence_key], modes[m.occurrence_key]) if m.occurrence_key in delivered
+            else HostError(f"Session {m.session_id} does not exist.", transient=False)
+            for m in messages
+        ]

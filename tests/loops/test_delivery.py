@@ -7,6 +7,7 @@ frozen clock, against the embedded host (the database is the host).
 
 import threading
 from dataclasses import dataclass, field
+from typing import ClassVar
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -361,13 +362,13 @@ def test_a_run_held_by_a_live_driver_is_not_taken_over(create, make_session, mon
     now = T0 + s(10)
     second_driver = []
 
-    real_deliver = LocalHost.deliver
+    real_deliver_many = LocalHost.deliver_many
 
     def deliver_while_another_driver_tries(self, *args, **kwargs):
         second_driver.append(deliver_run(run.run_id))  # a duplicated task, same moment
-        return real_deliver(self, *args, **kwargs)
+        return real_deliver_many(self, *args, **kwargs)
 
-    monkeypatch.setattr(LocalHost, "deliver", deliver_while_another_driver_tries)
+    monkeypatch.setattr(LocalHost, "deliver_many", deliver_while_another_driver_tries)
     assert deliver(run.run_id, now) is True
     assert second_driver == [False]
     assert len(inbox()) == 1
@@ -387,13 +388,14 @@ def test_run_re_driven_after_a_crash_before_recording_delivers_once(create, make
     def crash(*args, **kwargs):
         raise Crash
 
+    sessions_before = SessionHeader.objects.count()
     with monkeypatch.context() as patch:
         patch.setattr(delivery, "_record", crash)  # delivered, then died before recording it
         with pytest.raises(Crash):
             deliver(run.run_id, now)
-    assert len(inbox()) == 1
+    # The embedded host commits deliveries with their records: the crash undid the message too.
+    assert len(inbox()) == 0
     assert refreshed(run).status == RunStatus.DELIVERING
-    sessions_before = SessionHeader.objects.count()
 
     assert deliver(run.run_id, now + s(1)) is False  # its lease still holds
     later = now + lease()
@@ -405,7 +407,8 @@ def test_run_re_driven_after_a_crash_before_recording_delivers_once(create, make
     assert (run.status, run.attempt) == (RunStatus.DELIVERED, 2)
     (message,) = inbox()
     assert message.session_id == run.target_session_id
-    assert SessionHeader.objects.count() == sessions_before  # `new`: the same session, not a second one
+    # `new`: one session for the occurrence, not one per attempt.
+    assert SessionHeader.objects.count() == sessions_before + (target == "new")
     assert refreshed(loop).last_result == "delivered"
 
 
@@ -420,7 +423,7 @@ def test_run_whose_driver_keeps_dying_is_given_up_and_frees_its_loop(create, mak
         raise Crash
 
     with monkeypatch.context() as patch:
-        patch.setattr(LocalHost, "deliver", crash)
+        patch.setattr(LocalHost, "deliver_many", crash)
         for _ in range(MAX_ATTEMPTS):
             with pytest.raises(Crash):
                 deliver(run.run_id, now)
@@ -470,8 +473,12 @@ def test_new_session_made_just_before_a_crash_is_reused(create, monkeypatch):
 
 @dataclass
 class FlakyHost:
-    """The Host protocol over the embedded host, whose deliver() fails `failures` times."""
+    """The Host protocol over the embedded host, whose deliver() fails `failures` times.
 
+    It stands for a remote host (its failures are real side effects), so it is not transactional.
+    """
+
+    transactional: ClassVar[bool] = False
     failures: int
     transient: bool = True
     inner: LocalHost = field(default_factory=LocalHost)
@@ -500,6 +507,19 @@ class FlakyHost:
         if self.calls <= self.failures:
             raise HostError(f"host unreachable (call {self.calls})", transient=self.transient)
         return self.inner.deliver(session_id, text=text, source=source, occurrence_key=occurrence_key)
+
+    def get_sessions(self, session_ids):
+        return self.inner.get_sessions(session_ids)
+
+    def deliver_many(self, messages):
+        results = []
+        for m in messages:
+            try:
+                results.append(self.deliver(m.session_id, text=m.text, source=m.source,
+                                            occurrence_key=m.occurrence_key))
+            except HostError as exc:
+                results.append(exc)
+        return results
 
 
 @pytest.fixture
@@ -615,7 +635,7 @@ def test_unexpected_error_is_retried_not_lost(create, make_session, monkeypatch)
     def broken(*args, **kwargs):
         raise ValueError("boom")
 
-    monkeypatch.setattr(LocalHost, "deliver", broken)
+    monkeypatch.setattr(LocalHost, "deliver_many", broken)
     run = fire(loop)
     assert (run.status, run.retry_at) == (RunStatus.CLAIMED, T0 + s(11))
     assert "boom" in run.error
@@ -721,14 +741,14 @@ def test_one_run_raising_does_not_strand_the_rest_of_its_batch(create, make_sess
         create(session_id="ses_target")
     run_ids = claim(T0 + s(10))
     broken = LoopRun.objects.get(target="ses_broken").run_id
-    real_deliver = LocalHost.deliver
+    real_deliver_many = LocalHost.deliver_many
 
-    def broken_for_one_session(self, session_id, **kwargs):
-        if session_id == "ses_broken":
-            raise RuntimeError("database is locked")
-        return real_deliver(self, session_id, **kwargs)
+    def broken_for_one_session(self, messages):
+        healthy = iter(real_deliver_many(self, [m for m in messages if m.session_id != "ses_broken"]))
+        return [HostError("the session's inbox is locked", transient=True) if m.session_id == "ses_broken"
+                else next(healthy) for m in messages]
 
-    monkeypatch.setattr(LocalHost, "deliver", broken_for_one_session)
+    monkeypatch.setattr(LocalHost, "deliver_many", broken_for_one_session)
     with time_machine.travel(T0 + s(10), tick=False):
         assert tasks.deliver_runs(run_ids) == 3
 
@@ -737,6 +757,24 @@ def test_one_run_raising_does_not_strand_the_rest_of_its_batch(create, make_sess
     # The broken one is retried after its backoff, like any transient failure.
     assert statuses[broken] == RunStatus.CLAIMED
     assert recover_runs(now=T0 + s(10) + delivery.backoff(1)) == [broken]
+
+
+def test_a_batch_whose_delivery_raises_is_retried_whole_and_loses_nothing(create, make_session, monkeypatch):
+    make_session("ses_target")
+    for _ in range(3):
+        create(session_id="ses_target")
+    run_ids = claim(T0 + s(10))
+
+    def broken(self, messages):
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(LocalHost, "deliver_many", broken)
+    with time_machine.travel(T0 + s(10), tick=False):
+        assert tasks.deliver_runs(run_ids) == 3
+
+    runs = LoopRun.objects.filter(run_id__in=run_ids)
+    assert {(run.status, run.retry_at) for run in runs} == {(RunStatus.CLAIMED, T0 + s(11))}
+    assert len(inbox()) == 0
 
 
 # --- a loop deleted while its delivery is being recorded (PostgreSQL row locks) -----------------
