@@ -67,7 +67,9 @@ def loop_delete(request, payload: LoopDeleteIn):
     if loop_id is None:
         raise InvalidInput("'loop_id' is required.", field="loop_id")
     if payload.v1_id is not None:
-        services.logger.info("deprecated loop_delete {id} used by session %s", request.headers.get(CALLER_HEADER))
+        # The raw header, not caller_session(): loop_delete needs no caller, so none is refused here.
+        caller = request.headers.get(CALLER_HEADER, "").strip() or None
+        services.log_deprecated_alias("loop_delete {id}", caller_session_id=caller)
     return {"deleted": True, "loop_id": services.loop_delete(loop_id=loop_id)}
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
+from collections import OrderedDict
 from datetime import datetime
 
 from django.conf import settings
@@ -28,6 +30,30 @@ from .selectors import loop_get
 logger = logging.getLogger("dshloop.loops")
 
 SELF, NEW, GLOBAL = "self", "new", "global"
+
+
+# spec §10: the deprecated v1 aliases (loop_create time_in_seconds, loop_delete {id}). Operators need to
+# see *who* still speaks v1, not one line per call: each (alias, caller) pair is logged once per
+# process, at WARNING. The memory is a small LRU of at most ALIAS_CALLERS_REMEMBERED pairs, so a
+# stream of distinct callers cannot grow it; a caller pushed out of it is simply named again.
+ALIAS_CALLERS_REMEMBERED = 4096
+_alias_callers: OrderedDict[tuple[str, str], None] = OrderedDict()
+_alias_callers_lock = threading.Lock()  # the server may handle requests on several threads
+
+
+def log_deprecated_alias(alias: str, *, caller_session_id: str | None) -> bool:
+    """Log the first use of a deprecated alias by a caller; returns whether it logged."""
+    key = (alias, caller_session_id or "")
+    with _alias_callers_lock:
+        if key in _alias_callers:
+            _alias_callers.move_to_end(key)
+            return False
+        _alias_callers[key] = None
+        while len(_alias_callers) > ALIAS_CALLERS_REMEMBERED:
+            _alias_callers.popitem(last=False)
+    logger.warning("deprecated v1 alias %s used by session %s; switch it to the v2 form (logged once per caller)",
+                   alias, repr(caller_session_id) if caller_session_id else "(none: no X-DSH-Session-Id)")
+    return True
 
 
 def new_loop_id() -> str:
@@ -92,6 +118,8 @@ def resolve_target(*, session_id: str | None, preset: str | None, caller_session
 def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datetime | None = None) -> Loop:
     now = truncate_to_ms(now or timezone.now())
     schedule = schedule_from_input(data, now=now)
+    if data.v1_interval is not None:
+        log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller_session_id)
     target = resolve_target(session_id=data.session_id, preset=data.preset, caller_session_id=caller_session_id)
     creator = caller_session_id
     if not creator:
@@ -119,8 +147,6 @@ def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datet
     )
     loop.full_clean()
     loop.save(force_insert=True)
-    if data.v1_interval is not None:
-        logger.info("deprecated time_in_seconds used by session %s (loop %s)", caller_session_id, loop.loop_id)
     transaction.on_commit(wake_clocks)
     return loop
 

@@ -1,0 +1,254 @@
+"""Import a v1 loop export into the registry (spec §10, contract §7).
+
+Each valid record becomes an `every` loop targeting its session, keeping the record's v1 id on the
+row (`Loop.v1_id`, unique). A record whose id is already on a loop is "already present" and creates
+nothing, so importing the same file twice, or an export overlapping an earlier one, never makes a
+second active copy of a v1 loop (spec §10: "must not silently create two active copies").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from pydantic import Field, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
+from dshloop.timeutil import from_ms, to_ms, truncate_to_ms
+from dshloop.validation import field_path, invalid_input_from
+from sessions_app.hosts import get_host
+from sessions_app.schemas import SessionId
+
+from . import schedules
+from .models import Loop, LoopState, ScheduleKind
+from .schemas import Prompt, Seconds
+from .services import new_loop_id, wake_clocks
+
+Outcome = Literal["imported", "already_present", "invalid"]
+
+
+class V1Record(StrictModel):
+    """One record of a v1 export: the same field rules as loop_create's (prompt, durations, IDs)."""
+
+    id: Identifier
+    prompt: Prompt
+    time_in_seconds: Seconds
+    session_id: SessionId  # an actual session: "self", "new" and "global" are never session IDs (spec §9)
+    created_at: Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER, description="Epoch milliseconds.")] | None = None
+
+
+_v1_id = TypeAdapter(Identifier)
+
+
+class V1ExportError(ValueError):
+    """The file as a whole cannot be read as a v1 export (as opposed to one bad record)."""
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    index: int  # position in the export list, from 0 (as in jq '.[3]')
+    label: str  # the v1 id, or "#<index>" when the record has no usable id
+    outcome: Outcome
+    loop_id: str | None = None  # the imported or already present loop (None in a dry run)
+    reason: str = ""  # why invalid
+    every_seconds: int | None = None
+    session_id: str | None = None
+    next_at: datetime | None = None
+    due_now: bool = False  # next_at is a grid point already due: one catch-up delivery (spec §3)
+    differs: tuple[str, ...] = field(default=())  # already present, but this record says otherwise
+
+
+class _JsonObject(dict):
+    """A JSON object that remembers keys given twice (json keeps only the last one silently)."""
+
+    duplicate_keys: tuple[str, ...] = ()
+
+
+def _object_pairs(pairs: list[tuple[str, object]]) -> _JsonObject:
+    obj = _JsonObject(pairs)
+    if len(obj) != len(pairs):
+        keys = [key for key, _ in pairs]
+        obj.duplicate_keys = tuple(key for key in obj if keys.count(key) > 1)
+    return obj
+
+
+def load_v1_export(path: str | Path) -> list:
+    """The export's records, unvalidated. Raises V1ExportError if the file is not a JSON list."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise V1ExportError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    try:
+        data = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=_object_pairs)
+    except UnicodeDecodeError as exc:
+        raise V1ExportError(f"{path} is not UTF-8 text: {exc}.") from exc
+    except json.JSONDecodeError as exc:
+        raise V1ExportError(f"{path} is not valid JSON: {exc}.") from exc
+    if not isinstance(data, list):
+        raise V1ExportError(f"{path} must hold a JSON list of v1 loop records, not a JSON {_json_type(data)}.")
+    return data
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "list" if isinstance(value, list) else "object"
+
+
+def _label(index: int, record: object) -> tuple[str, str | None]:
+    """(label, v1 id): the id when it is a usable identifier, else the record's position."""
+    if isinstance(record, dict) and "id" not in getattr(record, "duplicate_keys", ()):
+        try:
+            v1_id = _v1_id.validate_python(record.get("id"), strict=True)
+        except PydanticValidationError:
+            pass
+        else:
+            return v1_id, v1_id
+    return f"#{index}", None
+
+
+def _parse(record: object) -> tuple[V1Record | None, str]:
+    """The record checked on its own, or None and one line saying everything wrong with it."""
+    if not isinstance(record, dict):
+        return None, f"a record must be a JSON object, not a JSON {_json_type(record)}."
+    if getattr(record, "duplicate_keys", ()):
+        keys = ", ".join(f"'{key}'" for key in record.duplicate_keys)
+        return None, f"{keys} given more than once, so the record is ambiguous."
+    try:
+        return V1Record.model_validate(record), ""
+    except PydanticValidationError as exc:
+        # The same sentences the API answers with (dshloop.validation), all of them: fix once.
+        return None, " ".join(_sentence(error) for error in exc.errors())
+
+
+def _sentence(error) -> str:
+    message = invalid_input_from([error]).message
+    name = field_path(error.get("loc", ()))
+    # Validator messages (e.g. a reserved session ID) may not say which field they are about.
+    return message if not name or f"'{name}'" in message else f"'{name}': {message}"
+
+
+def _validate(record: object, *, now: datetime) -> tuple[V1Record | None, str]:
+    """_parse, then what needs the clock and the host: created_at not in the future, a known session."""
+    parsed, reason = _parse(record)
+    if parsed is None:
+        return None, reason
+    problems = []
+    if parsed.created_at is not None and parsed.created_at > to_ms(now):
+        problems.append(f"'created_at' ({parsed.created_at}) is in the future (now is {to_ms(now)}); "
+                        "it must be the epoch milliseconds when the v1 loop was created.")
+    if get_host().get_session(parsed.session_id) is None:
+        problems.append(f"the host knows no session {parsed.session_id!r} (list_sessions shows the ones it knows).")
+    if problems:
+        return None, " ".join(problems)
+    return parsed, ""
+
+
+def continued_next_at(schedule: schedules.Every, *, created_at: datetime, now: datetime) -> datetime | None:
+    """The next_at of a v1 loop whose grid started at created_at, as seen at import time `now`.
+
+    The grid is created_at + k*every_seconds (k >= 1), as for any `every` loop. If grid points are
+    already due, spec §3 anti-burst applies: the loop gets one catch-up delivery, the latest due grid
+    point, now, and then continues on its grid; it never replays the interval since created_at.
+    """
+    first = schedules.first_occurrence(schedule, created_at=created_at, host_tz=settings.TIME_ZONE)
+    if first is None or first > now:
+        return first
+    return schedules.catch_up(schedule, created_at=created_at, due_at=first, now=now,
+                              host_tz=settings.TIME_ZONE).deliver_at
+
+
+def _differences(record: V1Record, loop: Loop) -> tuple[str, ...]:
+    """What a record says that its already imported loop does not (v2 loops are never edited)."""
+    differs = []
+    if record.prompt != loop.prompt:
+        differs.append("prompt")
+    if loop.kind != ScheduleKind.EVERY or record.time_in_seconds != loop.every_seconds:
+        differs.append("time_in_seconds")
+    if record.session_id != loop.session_id:
+        differs.append("session_id")
+    if record.created_at is not None and record.created_at != to_ms(loop.created_at):
+        differs.append("created_at")
+    return tuple(differs)
+
+
+def _present(index: int, label: str, loop: Loop | None, record: object) -> RecordResult:
+    differs: tuple[str, ...] = ()
+    if loop is not None:
+        parsed, _ = _parse(record)
+        differs = _differences(parsed, loop) if parsed else ()
+    return RecordResult(index, label, "already_present", loop_id=loop.loop_id if loop else None, differs=differs)
+
+
+def _new_loop(record: V1Record, *, now: datetime) -> Loop:
+    # spec §10 mapping: {prompt, time_in_seconds} -> every loop targeting the record's session, which
+    # is also recorded as the creator (the v1 loop was that session's own loop).
+    schedule = schedules.Every(record.time_in_seconds)
+    if record.created_at is None:
+        created_at = now
+        next_at = schedules.first_occurrence(schedule, created_at=now, host_tz=settings.TIME_ZONE)
+    else:
+        created_at = from_ms(record.created_at)
+        next_at = continued_next_at(schedule, created_at=created_at, now=now)
+    return Loop(
+        loop_id=new_loop_id(), prompt=record.prompt, kind=ScheduleKind.EVERY, every_seconds=record.time_in_seconds,
+        session_id=record.session_id, created_by_session_id=record.session_id, created_at=created_at,
+        next_at=next_at, state=LoopState.SCHEDULED, v1_id=record.id,
+    )
+
+
+def import_v1_records(records: list, *, dry_run: bool = False, now: datetime | None = None) -> Iterator[RecordResult]:
+    """Validate and import each record in order, one transaction per record; yields one result each.
+
+    A dry run validates and reports the same, but writes nothing. The host is asked about each
+    record's session; a HostError (the DSH host did not answer) propagates: records before it are
+    already imported, and importing again skips them.
+    """
+    now = truncate_to_ms(now or timezone.now())  # one clock for the whole import (STYLE 7)
+    planned: set[str] = set()  # v1 ids this run imported (or, dry, would import)
+    for index, record in enumerate(records):
+        label, v1_id = _label(index, record)
+        if v1_id is not None:
+            existing = Loop.objects.filter(v1_id=v1_id).first()
+            if existing is not None or v1_id in planned:
+                # Earlier in this file or in an earlier import: nothing new, whatever the rest says.
+                yield _present(index, label, existing, record)
+                continue
+        parsed, reason = _validate(record, now=now)
+        if parsed is None:
+            yield RecordResult(index, label, "invalid", reason=reason)
+            continue
+        loop = _new_loop(parsed, now=now)
+        try:
+            loop.full_clean(validate_unique=False)  # uniqueness: the database's, below (races)
+        except DjangoValidationError as exc:
+            yield RecordResult(index, label, "invalid", reason=" ".join(exc.messages))
+            continue
+        if not dry_run:
+            try:
+                with transaction.atomic():
+                    loop.save(force_insert=True)
+                    transaction.on_commit(wake_clocks)
+            except IntegrityError:
+                # Another import of the same id committed between our check and our insert.
+                yield _present(index, label, Loop.objects.filter(v1_id=parsed.id).first(), record)
+                continue
+        planned.add(parsed.id)
+        yield RecordResult(index, label, "imported", loop_id=None if dry_run else loop.loop_id,
+                           every_seconds=loop.every_seconds, session_id=loop.session_id, next_at=loop.next_at,
+                           due_now=loop.next_at is not None and loop.next_at <= now)
