@@ -191,6 +191,9 @@ DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 45)
 Q_CLUSTER = {
     "name": "dshloop",
     "orm": "default",
+    # The ORM broker, woken by NOTIFY on PostgreSQL instead of polling (loops/broker.py).
+    "broker_class": "loops.broker.NotifyingORM",
+    "queue_limit": 4,  # tasks a cluster holds ahead of its workers; the rest stay for other clusters
     "workers": 2,
     "timeout": 60,
     "retry": 120,
@@ -200,7 +203,7 @@ Q_CLUSTER = {
     "catch_up": False,
     "scheduler": False,  # loops have their own clock; django-q2's Schedule table is unused
     "poll": 0.2,
-    "bulk": 10,
+    "bulk": 2,  # tasks taken per look at the queue: with 100 runs per task, enough
     "label": "Task queue",
 }
 

@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, close_old_connections, connection
@@ -19,81 +20,49 @@ from django.utils import timezone
 
 from .claims import CLAIM_BATCH, claim_due, next_wakeup, recover_runs
 from .models import SchedulerHeartbeat
+from .notify import CLOCK_CHANNEL, Listener, can_listen, notify
 
 logger = logging.getLogger("dshloop.clock")
 
-# PostgreSQL channel the clocks LISTEN on.
-WAKE_CHANNEL = "dshloop_clock"
 # Safe delay clamping: never sleep past MAX_SLEEP (heartbeat, and a missed NOTIFY is only a
-# delay, never a loss); never spin faster than MIN_SLEEP when something is due but not claimable.
-MAX_SLEEP = 20.0
-MIN_SLEEP = 0.005
+# delay, never a loss); never tick faster than MIN_SLEEP, so that occurrences falling due close
+# together are claimed (and delivered) as one batch rather than one task each.
+MAX_SLEEP = 30.0
+MIN_SLEEP = 0.05
 SQLITE_POLL = 0.25
-HEARTBEAT_EVERY = timedelta(seconds=15)
+HEARTBEAT_EVERY = timedelta(seconds=25)  # alive = a tick in the last 60 s (contract §4)
 # Reconnect backoff after a database error: no crash loop while PostgreSQL restarts.
 ERROR_BACKOFF = (0.5, 1, 2, 5, 10)
 
 
 def notify_clocks() -> None:
-    """PostgreSQL: NOTIFY, delivered at commit. SQLite: nothing; its clocks poll briefly instead."""
-    if connection.vendor == "postgresql":
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(f"NOTIFY {WAKE_CHANNEL}")
-        except DatabaseError:  # a lost wake-up only delays the clock until MAX_SLEEP
-            logger.warning("could not notify the clocks", exc_info=True)
+    """Wake sleeping clocks: the earliest deadline may have moved (sent at commit)."""
+    notify(CLOCK_CHANNEL)
 
 
 class Waker:
-    """Sleeps until a timeout, a stop request, or (PostgreSQL) a NOTIFY on the wake channel."""
+    """Sleeps until a timeout, a stop request, or (PostgreSQL) a NOTIFY on the clock channel."""
 
     def __init__(self, stop: threading.Event):
         self.stop = stop
-        self.listener = None
-
-    def _listen(self):
-        if connection.vendor != "postgresql":
-            return None
-        if self.listener is None or self.listener.closed:
-            import psycopg
-
-            params = {k: v for k, v in connection.get_connection_params().items()
-                      if k not in {"cursor_factory", "context"}}
-            self.listener = psycopg.connect(**params, autocommit=True)
-            self.listener.execute(f"LISTEN {WAKE_CHANNEL}")
-        return self.listener
+        self.listener = Listener(CLOCK_CHANNEL) if can_listen() else None
 
     def sleep(self, seconds: float) -> None:
-        deadline = timezone.now() + timedelta(seconds=seconds)
-        try:
-            listener = self._listen()
-        except Exception:  # noqa: BLE001 - no listener only means polling
-            logger.warning("cannot LISTEN for wake-ups; polling instead", exc_info=True)
-            listener = None
+        deadline = time.monotonic() + seconds
         while not self.stop.is_set():
-            left = (deadline - timezone.now()).total_seconds()
+            left = deadline - time.monotonic()
             if left <= 0:
                 return
             # Short slices keep a stop request answered within half a second.
-            if listener is None:
-                if self.stop.wait(min(left, SQLITE_POLL)):
-                    return
-                if connection.vendor == "sqlite":
-                    return  # SQLite: poll the deadline query again
-                continue
-            try:
-                if any(True for _ in listener.notifies(timeout=min(left, 0.5), stop_after=1)):
-                    return
-            except Exception:  # noqa: BLE001 - the listener broke (server restart): reopen next time
-                self.close()
+            if self.listener is None:
+                self.stop.wait(min(left, SQLITE_POLL))
+                return  # SQLite: poll the deadline query again
+            if self.listener.wait(min(left, 0.5)):
                 return
 
     def close(self) -> None:
         if self.listener is not None:
-            try:
-                self.listener.close()
-            finally:
-                self.listener = None
+            self.listener.close()
 
 
 class Clock:
@@ -107,11 +76,10 @@ class Clock:
     def heartbeat(self, now: datetime) -> None:
         if self.last_heartbeat and now - self.last_heartbeat < HEARTBEAT_EVERY:
             return
-        SchedulerHeartbeat.objects.update_or_create(
-            instance_id=self.instance_id,
-            defaults={"hostname": socket.gethostname(), "pid": os.getpid(), "started_at": self.started_at,
-                      "last_tick_at": now},
-        )
+        # One UPDATE on every beat but the first (idle cost: statements per minute count).
+        if not SchedulerHeartbeat.objects.filter(instance_id=self.instance_id).update(last_tick_at=now):
+            SchedulerHeartbeat.objects.create(instance_id=self.instance_id, hostname=socket.gethostname(),
+                                              pid=os.getpid(), started_at=self.started_at, last_tick_at=now)
         self.last_heartbeat = now
 
     def tick(self) -> float:
