@@ -1,0 +1,124 @@
+"""The streamable HTTP transport at /mcp, guarded like /api/: Django's host check, bearer tokens.
+
+Every request (POST, GET or DELETE) must pass Django's ALLOWED_HOSTS check and carry a bearer
+token with scope `tools` (contract §2: 401 `unauthorized`, 403 `forbidden`; the body is a JSON-RPC
+error carrying the contract's error body); only then does the SDK's transport see it. The caller's session is read per tool
+call from the same `X-DSH-Session-Id` header as the REST API.
+
+The transport is stateless and answers with JSON, not SSE: the tools never call back into the
+client, so there is no session to keep, and any number of server processes can share the load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from django.core.exceptions import DisallowedHost
+from django.db import close_old_connections
+from django.http import HttpRequest
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import INVALID_REQUEST
+
+from dshloop.api import CALLER_HEADER
+from dshloop.auth import tools_auth
+from dshloop.errors import ApiError, InvalidInput, Unauthorized
+
+from .server import build_server
+
+MCP_PATH = "/mcp"
+
+# ASGI's three callables (as starlette.types spells them).
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def caller_from_header(ctx) -> str | None:
+    """The X-DSH-Session-Id of the HTTP request that carries this tool call (checked by the handler)."""
+    headers = getattr(ctx.request, "headers", None)
+    return headers.get(CALLER_HEADER) if headers is not None else None
+
+
+def django_request(scope: Scope) -> HttpRequest:
+    """An HttpRequest with the ASGI request's headers, for Django's own host and token checks."""
+    request = HttpRequest()
+    request.method = scope.get("method", "GET")
+    request.path = request.path_info = scope.get("path", MCP_PATH)
+    server = scope.get("server") or ("127.0.0.1", 80)
+    request.META.update({"SERVER_NAME": server[0], "SERVER_PORT": str(server[1])})
+    for raw_name, raw_value in scope.get("headers", ()):
+        # Header names and values are latin-1 on the wire; Django's WSGI environ decodes them the same way.
+        name = raw_name.decode("latin-1").upper().replace("-", "_")
+        if name not in {"CONTENT_TYPE", "CONTENT_LENGTH"}:
+            name = f"HTTP_{name}"
+        value = raw_value.decode("latin-1")
+        request.META[name] = f"{request.META[name]},{value}" if name in request.META else value
+    return request
+
+
+def check_request(scope: Scope) -> ApiError | None:
+    """Django's ALLOWED_HOSTS check, then the tools token (as on /api/tools); None when both pass."""
+    request = django_request(scope)
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return InvalidInput("The Host header is not one this server answers to; see DJANGO_ALLOWED_HOSTS.",
+                            field="Host", status=400)
+    close_old_connections()
+    try:
+        if tools_auth(request) is None:  # a header that is not "Bearer <token>": ninja's 401
+            return Unauthorized("A valid bearer token is required.")
+    except ApiError as error:  # unauthorized / forbidden, with the REST API's messages
+        return error
+    finally:
+        close_old_connections()
+    return None
+
+
+async def send_error(send: Send, error: ApiError) -> None:
+    """The HTTP status of the REST API, and a body that MCP clients can show: a JSON-RPC error whose
+    message names the contract's code and whose data is the contract's error body."""
+    body = json.dumps({
+        "jsonrpc": "2.0",
+        "id": None,  # the request was refused before its body was read
+        "error": {"code": INVALID_REQUEST, "message": f"{error.code}: {error.message}", "data": error.body()},
+    }).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if error.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="dshloop"'))  # RFC 6750 §3
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpHttpApp:
+    """The ASGI app for /mcp. Its `lifespan()` must be running while it serves (see dshloop.asgi)."""
+
+    def __init__(self) -> None:
+        self.server = build_server(caller_of=caller_from_header)
+        self.session_manager = StreamableHTTPSessionManager(
+            app=self.server,
+            stateless=True,
+            json_response=True,
+            # The SDK's DNS-rebinding guard knows only loopback names; Django's ALLOWED_HOSTS check
+            # (check_request) is the one the rest of the service uses, so that one applies here.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        async with self.session_manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http", scope["type"]
+        error = await anyio.to_thread.run_sync(check_request, scope)
+        if error is not None:
+            await send_error(send, error)
+            return
+        await self.session_manager.handle_request(scope, receive, send)
+
