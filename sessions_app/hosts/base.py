@@ -72,3 +72,15 @@ class Message:
     text: str
     source: dict
     occurrence_key: str
+
+
+def deliver_each(host: Host, messages: list[Message]) -> list[Delivered | HostError]:
+    """deliver_many for a host without a batch form: one call per message, each failure kept."""
+    results: list[Delivered | HostError] = []
+    for message in messages:
+        try:
+            results.append(host.deliver(message.session_id, text=message.text, source=message.source,
+                                        occurrence_key=message.occurrence_key))
+        except HostError as exc:
+            results.append(exc)
+    return results

@@ -22,7 +22,7 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.selectors import session_info
 from sessions_app.titles import fold_title
 
-from .base import Delivered, HostError, Message, PresetInfo, SessionInfo
+from .base import Delivered, HostError, Message, PresetInfo, SessionInfo, deliver_each
 
 _STATUSES = {choice.value for choice in SessionStatus}
 
@@ -192,14 +192,7 @@ class HttpHost:
         return found
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
-        results: list[Delivered | HostError] = []
-        for message in messages:
-            try:
-                results.append(self.deliver(message.session_id, text=message.text, source=message.source,
-                                            occurrence_key=message.occurrence_key))
-            except HostError as exc:
-                results.append(exc)
-        return results
+        return deliver_each(self, messages)
 
 
 def _quote(segment: str) -> str:

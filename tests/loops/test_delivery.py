@@ -22,7 +22,7 @@ from loops.message import loop_message
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.schemas import LoopCreateIn
 from loops.services import loop_delete
-from sessions_app.hosts.base import HostError
+from sessions_app.hosts.base import HostError, deliver_each
 from sessions_app.hosts.local import LocalHost
 from sessions_app.models import InboxMessage, Preset, SessionHeader
 from sessions_app.services import session_upsert
@@ -512,14 +512,7 @@ class FlakyHost:
         return self.inner.get_sessions(session_ids)
 
     def deliver_many(self, messages):
-        results = []
-        for m in messages:
-            try:
-                results.append(self.deliver(m.session_id, text=m.text, source=m.source,
-                                            occurrence_key=m.occurrence_key))
-            except HostError as exc:
-                results.append(exc)
-        return results
+        return deliver_each(self, messages)
 
 
 @pytest.fixture
