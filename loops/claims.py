@@ -14,7 +14,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Min
 
 from dshloop.timeutil import to_ms
@@ -97,7 +97,10 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
                 run = _advance(loop, now)
             except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
                 loop.next_at = due_at
-                _record_broken(loop, exc, now)
+                try:
+                    _record_broken(loop, exc, now)
+                except DatabaseError:  # its savepoint rolled back; the others still go ahead
+                    logger.exception("could not record the failure of loop %s", loop.loop_id)
                 continue
             if connection.vendor != "postgresql":
                 # Compare-and-swap: only the clock that still sees the old deadline wins.
