@@ -1,0 +1,180 @@
+"""Admin for the loop registry (contract §8). Writes go through the services, never the ORM:
+adding a loop opens the panel's form (services.loop_create), deleting calls services.loop_delete,
+and loops and runs are otherwise read-only (spec §1: there is no update tool)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from dshloop.errors import UnknownLoop
+
+from . import services
+from .models import Loop, LoopRun, SchedulerHeartbeat
+from .panel import humanize
+from .panel.rows import loop_zone, preview
+from .presenters import loop_state
+from .selectors import fire_times, loop_runs
+
+RUN_HISTORY = 50
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable by staff, never edited here: the records are written by the scheduler."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Loop)
+class LoopAdmin(admin.ModelAdmin):
+    list_display = ["loop_id", "prompt_preview", "schedule_words", "target", "current_state", "next_at",
+                    "last_run_at", "last_result"]
+    list_filter = ["state", "kind", "last_result"]
+    search_fields = ["loop_id", "prompt", "session_id", "created_by_session_id"]
+    ordering = ["next_at", "created_at"]
+    date_hierarchy = "created_at"
+    list_per_page = 50
+    show_full_result_count = False  # the count query on a large registry is not worth it per page
+    actions = ["delete_through_service"]
+    fieldsets = [
+        (None, {"fields": ["loop_id", "prompt", "current_state", "panel_link"]}),
+        ("Schedule", {"fields": ["schedule_words", "kind", "every_seconds", "after_seconds", "cron_expr", "tz",
+                                 "upcoming"]}),
+        ("Target", {"fields": ["session_id", "preset", "created_by_session_id", "created_at"]}),
+        ("Last run", {"fields": ["next_at", "last_run_at", "last_result", "last_error", "v1_id"]}),
+        ("Run history", {"fields": ["run_history"]}),
+    ]
+    readonly_fields = ["current_state", "schedule_words", "panel_link", "upcoming", "run_history"]
+
+    def has_add_permission(self, request):
+        return True  # add_view sends the user to the panel's form, which calls services.loop_create
+
+    def has_change_permission(self, request, obj=None):
+        return False  # no update tool (spec §1): the change page is a read-only view
+
+    def add_view(self, request, form_url="", extra_context=None):
+        return redirect("panel:create")
+
+    def delete_model(self, request, obj):
+        services.loop_delete(loop_id=obj.loop_id)
+
+    def response_delete(self, request, obj_display, obj_id):
+        response = super().response_delete(request, obj_display, obj_id)
+        # Without change permission Django would go to the admin index; the list is viewable.
+        response["Location"] = reverse("admin:loops_loop_changelist")
+        return response
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a bulk ORM delete would bypass the service
+        return actions
+
+    @admin.action(description="Delete selected loops (run history stays)", permissions=["delete"])
+    def delete_through_service(self, request, queryset):
+        deleted = 0
+        for loop_id in queryset.values_list("loop_id", flat=True):
+            try:
+                services.loop_delete(loop_id=loop_id)
+                deleted += 1
+            except UnknownLoop:
+                pass  # deleted meanwhile: that is what was asked for
+        self.message_user(request, f"Deleted {deleted} loop{'s' if deleted != 1 else ''}.", messages.SUCCESS)
+
+    @admin.display(description="Prompt")
+    def prompt_preview(self, obj):
+        return preview(obj.prompt, 80)
+
+    @admin.display(description="Schedule")
+    def schedule_words(self, obj):
+        words, exact = humanize.schedule_words(obj, now=timezone.now(), host_tz=settings.TIME_ZONE)
+        return format_html('<span title="{}">{}</span>', exact, words)
+
+    @admin.display(description="Target", ordering="session_id")
+    def target(self, obj):
+        if obj.session_id == "new" and obj.preset:
+            return format_html("new <small>(preset {})</small>", obj.preset)
+        return obj.session_id
+
+    @admin.display(description="State", ordering="state")
+    def current_state(self, obj):
+        return loop_state(obj, timezone.now())  # spec §4: overdue is derived, never stored
+
+    @admin.display(description="Panel")
+    def panel_link(self, obj):
+        return format_html('<a href="{}">Open in the panel</a>', reverse("panel:detail", args=[obj.loop_id]))
+
+    @admin.display(description="Next fire times")
+    def upcoming(self, obj):
+        zone_name = loop_zone(obj)
+        times = fire_times(obj, now=timezone.now(), count=5)
+        if not times:
+            return "—"
+        return format_html("<ol>{}</ol>", format_html_join(
+            "", "<li>{}</li>", ((humanize.full_local_time(t, zone_name),) for t in times)))
+
+    @admin.display(description="Runs (newest first)")
+    def run_history(self, obj):
+        # LoopRun has no foreign key (runs outlive their loop), so no InlineModelAdmin: a read-only
+        # table of the same selector GET /api/loops/{id}/runs uses.
+        try:
+            runs = list(loop_runs(obj.loop_id, limit=RUN_HISTORY))
+        except UnknownLoop:
+            runs = []
+        if not runs:
+            return "No runs yet."
+        zone_name = loop_zone(obj)
+        rows = format_html_join(
+            "", "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (reverse("admin:loops_looprun_change", args=[quote(run.run_id)]),  # admin URLs quote "_"
+                 humanize.full_local_time(run.scheduled_at, zone_name), run.status, run.target_session_id or "—",
+                 run.missed, run.error or "—", run.fallback or "—")
+                for run in runs
+            ),
+        )
+        all_runs = reverse("admin:loops_looprun_changelist") + "?" + urlencode({"loop_id": obj.loop_id})
+        return format_html(
+            "<table><thead><tr><th>Scheduled</th><th>Status</th><th>Target session</th><th>Missed</th>"
+            "<th>Error</th><th>Fallback</th></tr></thead><tbody>{}</tbody></table>"
+            '<p><a href="{}">All runs of this loop</a></p>', rows, all_runs)
+
+
+@admin.register(LoopRun)
+class LoopRunAdmin(ReadOnlyAdmin):
+    list_display = ["occurrence_key", "loop_link", "scheduled_at", "status", "attempt", "missed",
+                    "target_session_id", "error_preview", "fallback"]
+    list_filter = ["status"]
+    search_fields = ["=loop_id", "=run_id", "occurrence_key", "target_session_id", "error"]
+    date_hierarchy = "scheduled_at"
+    list_per_page = 100
+    show_full_result_count = False
+    readonly_fields = ["loop_link"]
+
+    @admin.display(description="Loop", ordering="loop_id")
+    def loop_link(self, obj):
+        # No foreign key: the loop may be gone, its runs stay (contract §4).
+        return format_html('<a href="{}">{}</a>', reverse("panel:detail", args=[obj.loop_id]), obj.loop_id)
+
+    @admin.display(description="Error")
+    def error_preview(self, obj):
+        return preview(obj.error, 80) if obj.error else "—"
+
+
+@admin.register(SchedulerHeartbeat)
+class SchedulerHeartbeatAdmin(ReadOnlyAdmin):
+    list_display = ["instance_id", "hostname", "pid", "started_at", "last_tick_at"]
+    ordering = ["-last_tick_at"]

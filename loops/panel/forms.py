@@ -1,0 +1,142 @@
+"""The panel's create form (spec §8.2 "creation controls").
+
+The form only collects and converts (amount x unit -> seconds, radio choices -> a LoopCreateIn);
+every rule is the service's: the input goes through the same LoopCreateIn model and
+services.loop_create as the loop_create tool, and the contract's error message comes back inline
+on the field it names (ApiError.field).
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+
+from django import forms
+from django.conf import settings
+from pydantic import ValidationError
+
+from dshloop.errors import ApiError
+from dshloop.validation import invalid_input_from
+
+from .. import services
+from ..models import Loop
+from ..schemas import LoopCreateIn
+
+UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
+KINDS = [("every", "Every…"), ("after", "Once, after…"), ("cron", "On a cron schedule")]
+
+# ApiError.field (the contract's dotted input path) -> the form field that shows the message.
+FIELD_FOR_PATH = {
+    "prompt": "prompt",
+    "schedule": "kind",
+    "schedule.kind": "kind",
+    "schedule.every_seconds": "every_amount",
+    "schedule.after_seconds": "after_amount",
+    "schedule.expr": "cron_expr",
+    "schedule.tz": "tz",
+    "preset": "preset",
+}
+
+
+def zone_choices() -> list[tuple[str, str]]:
+    # Only a menu: whether a zone is usable is decided by the service (loops.schedules.load_zone).
+    names = sorted(zoneinfo.available_timezones() - {"localtime", "posixrules", "Factory"})
+    return [("", f"Host time zone ({settings.TIME_ZONE})")] + [(name, name) for name in names]
+
+
+def session_label(session) -> str:
+    # spec §8.2: "The picker displays the returned title and uses the stable session_id when title is absent."
+    label = f"{session.title} · {session.session_id}" if session.title else session.session_id
+    return f"{label} ({session.status})"
+
+
+class LoopCreateForm(forms.Form):
+    prompt = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "placeholder": "What should the session be told?"}),
+        required=False,  # the service trims and refuses an empty prompt with the contract's message
+        strip=False,
+    )
+    target = forms.ChoiceField(widget=forms.RadioSelect)
+    session = forms.CharField(required=False, widget=forms.Select, label="Existing session")
+    preset = forms.CharField(required=False, widget=forms.Select, label="Preset")
+    kind = forms.ChoiceField(choices=KINDS, initial="every", widget=forms.RadioSelect, label="Schedule")
+    every_amount = forms.IntegerField(required=False, initial=10, label="Every",
+                                      widget=forms.NumberInput(attrs={"inputmode": "numeric"}))
+    every_unit = forms.TypedChoiceField(choices=UNITS, coerce=int, initial="60", label="Unit", required=False,
+                                        empty_value=60)
+    after_amount = forms.IntegerField(required=False, initial=30, label="After",
+                                      widget=forms.NumberInput(attrs={"inputmode": "numeric"}))
+    after_unit = forms.TypedChoiceField(choices=UNITS, coerce=int, initial="60", label="Unit", required=False,
+                                        empty_value=60)
+    cron_expr = forms.CharField(
+        required=False, label="Cron expression", strip=False,
+        widget=forms.TextInput(attrs={"placeholder": "30 9 * * 1-5", "spellcheck": "false",
+                                      "autocapitalize": "off", "autocomplete": "off"}),
+        help_text="minute hour day-of-month month day-of-week, or @hourly, @daily, @weekly, @monthly, @yearly",
+    )
+    tz = forms.CharField(required=False, label="Time zone", widget=forms.Select)
+
+    def __init__(self, *args, sessions, current_session: str = "", global_session=None, presets=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.current_session = current_session
+        self.global_session = global_session
+        targets = []
+        if current_session:
+            title = next((s.title for s in sessions if s.session_id == current_session), None)
+            targets.append(("current", f"This session — {title or current_session}"))
+        global_label = "Global interface (self)"
+        if global_session is not None:
+            global_label += f" — {global_session.title or global_session.session_id}"
+        targets += [("self", global_label), ("new", "A fresh session for every run (new)"),
+                    ("session", "An existing session")]
+        self.fields["target"].choices = targets
+        self.fields["target"].initial = "current" if current_session else "self" if global_session else "new"
+        self.fields["session"].widget.choices = [("", "Choose a session…")] + [
+            (s.session_id, session_label(s)) for s in sessions
+        ]
+        self.fields["preset"].widget.choices = [("", "Inherit the creator's preset")] + [(p, p) for p in presets]
+        self.fields["tz"].widget.choices = zone_choices()
+        self.fields["tz"].widget.attrs["data-browser-zone"] = ""  # panel.js: suggest the browser's zone
+
+    def payload(self) -> dict:
+        """The loop_create input the form describes (spec §2.1), before validation."""
+        data = self.cleaned_data
+        kind = data.get("kind")
+        schedule: dict = {"kind": kind}
+        if kind in ("every", "after"):
+            amount, unit = data.get(f"{kind}_amount"), data.get(f"{kind}_unit") or 1
+            if amount is not None:
+                schedule[f"{kind}_seconds"] = amount * unit
+        elif kind == "cron":
+            schedule["expr"] = data.get("cron_expr", "")
+            if data.get("tz"):
+                schedule["tz"] = data["tz"]
+        target = data.get("target")
+        body = {"prompt": data.get("prompt", ""), "schedule": schedule}
+        if target == "current":
+            body["session_id"] = self.current_session
+        elif target == "session":
+            body["session_id"] = data.get("session") or ""
+        elif target in ("self", "new"):
+            body["session_id"] = target
+        if target == "new" and data.get("preset"):
+            body["preset"] = data["preset"]  # spec §8.2: a preset only when new is selected
+        return body
+
+    def field_for(self, path: str | None) -> str | None:
+        if path == "session_id":
+            return "session" if self.cleaned_data.get("target") == "session" else "target"
+        return FIELD_FOR_PATH.get(path or "")
+
+    def save(self) -> Loop | None:
+        """Create the loop through the service, or put the contract's message on the right field."""
+        try:
+            data = LoopCreateIn.model_validate(self.payload())
+            # contract §2: a loop created from the panel records the global interface session as its
+            # creator — the service does exactly that when there is no caller session.
+            return services.loop_create(data=data, caller_session_id=None)
+        except ValidationError as exc:
+            error = invalid_input_from(exc.errors())
+        except ApiError as exc:
+            error = exc
+        self.add_error(self.field_for(error.field), error.message)
+        return None

@@ -1,0 +1,171 @@
+"""The panel's reads on top of loops.selectors: filters, the composer summary, titles for a page.
+
+The lists themselves come from the selectors the tools use (loop_list "global", loops_targeting), so
+the panel shows exactly what loop_list would; this module only narrows them for a page and reads
+what a page needs in a constant number of queries (no per-row lookups).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Max, Min, Q, QuerySet
+from pydantic import TypeAdapter, ValidationError
+
+from dshloop.schemas import Identifier
+
+from sessions_app.models import Preset, SessionHeader
+from sessions_app.selectors import session_info
+
+from ..health import scheduler_health
+from ..models import Loop, LoopState, SchedulerHeartbeat
+from ..presenters import OVERDUE_AFTER
+from ..selectors import loop_list, loops_targeting
+from . import humanize
+
+# The states a person can filter by: the spec §4 five, plus "problems" (a failed last run on a loop
+# that is still scheduled — recurring loops stay "scheduled" after a failed occurrence).
+STATE_FILTERS = {
+    "scheduled": "Scheduled",
+    "running": "Running",
+    "overdue": "Overdue",
+    "failed": "Failed",
+    "last_failed": "Last run failed",
+    "completed": "Completed (history)",
+}
+TARGET_FILTERS = {"self": "self (global interface)", "new": "new (fresh session)", "session": "An existing session"}
+
+
+def state_q(state: str, now: datetime) -> Q:
+    """The database form of presenters.loop_state: overdue = scheduled with next_at more than
+    OVERDUE_AFTER in the past (spec §4, contract §3). tests/panel/test_queries.py checks that the two
+    agree on every state, so a change to one without the other fails there."""
+    late = Q(state=LoopState.SCHEDULED, next_at__lt=now - OVERDUE_AFTER)
+    if state == "overdue":
+        return late
+    if state == "scheduled":
+        return Q(state=LoopState.SCHEDULED) & ~late
+    if state == "last_failed":
+        return Q(last_result="failed")
+    return Q(state=state)
+
+
+_identifier = TypeAdapter(Identifier)
+
+
+def is_identifier(value: str) -> bool:
+    """Whether a loop or session ID from a URL can exist (spec §9: non-empty, no control characters).
+    Checked before any lookup: PostgreSQL refuses text holding NUL, so "%00" would be a 500."""
+    try:
+        _identifier.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Filters:
+    state: str = ""
+    target: str = ""
+    session: str = ""  # the panel opened for one session (?session=<id>): loop_list({"session_id": id})
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, params) -> Filters:
+        state = params.get("state", "")
+        target = params.get("target", "")
+        session = params.get("session", "").strip()
+        return cls(
+            state=state if state in STATE_FILTERS else "",
+            target=target if target in TARGET_FILTERS else "",
+            session=session if is_identifier(session) else "",
+            q=params.get("q", "").replace("\x00", "").strip()[:200],
+        )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.state or self.target or self.session or self.q)
+
+
+def panel_loops(filters: Filters, *, now: datetime) -> QuerySet[Loop]:
+    if filters.state == "completed":
+        # Completed `after` loops leave every loop_list (spec §4) but keep their history: the panel
+        # can still show them on request, most recent first.
+        loops = Loop.objects.filter(state=LoopState.COMPLETED).order_by("-last_run_at", "-created_at", "loop_id")
+        if filters.session:
+            loops = loops.filter(session_id=filters.session)
+    elif filters.session:
+        loops = loops_targeting(filters.session)  # includes `self` loops for the global interface
+    else:
+        loops = loop_list(selector="global", caller_session_id=None)
+    if filters.state and filters.state != "completed":
+        loops = loops.filter(state_q(filters.state, now))
+    if filters.target == "session":
+        loops = loops.exclude(session_id__in=["self", "new"])
+    elif filters.target:
+        loops = loops.filter(session_id=filters.target)
+    if filters.q:
+        loops = loops.filter(Q(prompt__icontains=filters.q) | Q(loop_id=filters.q))
+    return loops
+
+
+def session_titles(session_ids) -> dict[str, str | None]:
+    """Folded titles (spec §7) of the given sessions from the durable headers, in one query. With the
+    HTTP host these headers are its cache, so a page never waits on the host per row."""
+    ids = {sid for sid in session_ids if sid and sid not in {"self", "new"}}
+    if not ids:
+        return {}
+    return {header.session_id: session_info(header).title for header in SessionHeader.objects.filter(session_id__in=ids)}
+
+
+def loop_target_sessions(limit: int = 200) -> list[str]:
+    """Actual sessions that loops target, for the target filter (one query, distinct in the database)."""
+    ids = (Loop.objects.exclude(session_id__in=["self", "new"]).exclude(state=LoopState.COMPLETED)
+           .order_by("session_id").values_list("session_id", flat=True).distinct()[:limit])
+    return list(ids)
+
+
+def preset_names(extra=()) -> list[str]:
+    """Presets to offer for a `new` target: the registry's mountable ones (the embedded host's own,
+    or what the HTTP host cached) and the presets sessions use. The service checks the choice."""
+    names = set(Preset.objects.filter(mountable=True).values_list("name", flat=True))
+    names.update(name for name in extra if name)
+    return sorted(names)
+
+
+@dataclass(frozen=True)
+class ComposerStatus:
+    session_id: str
+    active: int
+    overdue: int
+    failing: int
+    nearest: datetime | None
+    loops: list[Loop]
+
+    @property
+    def more(self) -> int:
+        return max(0, self.active - len(self.loops))
+
+
+def composer_status(session_id: str, *, now: datetime, show: int = 3) -> ComposerStatus:
+    """spec §8.1: the current session's loops only — loops_targeting is loop_list({}) for that caller."""
+    loops = loops_targeting(session_id)
+    summary = loops.aggregate(
+        active=Count("loop_id"),
+        overdue=Count("loop_id", filter=state_q("overdue", now)),
+        failing=Count("loop_id", filter=Q(state=LoopState.FAILED) | Q(last_result="failed")),
+        # The nearest run still ahead (or just due); late ones are what `overdue` counts.
+        nearest=Min("next_at", filter=~state_q("overdue", now)),
+    )
+    return ComposerStatus(session_id=session_id, loops=list(loops[:show]), **summary)
+
+
+def scheduler_status(now: datetime) -> dict:
+    """contract §4 health (a scheduler is alive if it ticked in the last 60 s), plus, when none is,
+    when the last one was seen: the first thing to know when "my loop didn't fire"."""
+    health = scheduler_health(now)
+    if not health["alive"]:
+        last = SchedulerHeartbeat.objects.aggregate(last=Max("last_tick_at"))["last"]
+        health["last_seen"] = humanize.ago(last, now) if last else None
+    return health

@@ -1,0 +1,258 @@
+"""The global automation panel and the local composer status (spec §8, contract §8).
+
+Thin views over the same selectors and services as the tools: loop_list / loops_targeting for
+lists, services.loop_create and services.loop_delete for writes, fire_times for what comes next.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.http import require_http_methods
+
+from dshloop.errors import UnknownLoop
+from sessions_app.hosts import get_host
+
+from .. import services
+from ..presenters import loop_state
+from ..selectors import fire_times, loop_get, loop_runs
+from . import humanize, queries
+from .forms import LoopCreateForm
+from .rows import loop_row, loop_zone, preview, when
+
+PAGE_SIZE = 50
+RUN_HISTORY = 50
+UPCOMING = 5
+PICKER_SESSIONS = 200
+
+
+def staff_required(view):
+    """contract §8: staff only. Anonymous -> the admin login (then back); signed in but not staff -> 403."""
+
+    @wraps(view)
+    def guarded(request, *args, **kwargs):
+        user = request.user
+        if not user.is_authenticated:
+            return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
+        if not (user.is_active and user.is_staff):
+            return render(request, "panel/forbidden.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+def _health(now):
+    return queries.scheduler_status(now)
+
+
+def _global_title(global_session) -> str | None:
+    if global_session is None:
+        return None
+    return global_session.title or global_session.session_id
+
+
+def _query(params: dict, **changes) -> str:
+    merged = {**{k: v for k, v in params.items() if v}, **changes}
+    merged = {k: v for k, v in merged.items() if v not in (None, "")}
+    return "?" + urlencode(merged) if merged else "?"
+
+
+@staff_required
+@require_http_methods(["GET"])
+def index(request):
+    now = timezone.now()
+    filters = queries.Filters.from_query(request.GET)
+    page = Paginator(queries.panel_loops(filters, now=now), PAGE_SIZE).get_page(request.GET.get("page"))
+    loops = list(page.object_list)
+    filter_sessions = queries.loop_target_sessions()
+    wanted = {loop.session_id for loop in loops} | set(filter_sessions) | {filters.session}
+    titles = queries.session_titles(wanted)
+    global_session = get_host().global_session()
+    params = {"state": filters.state, "target": filters.target, "session": filters.session, "q": filters.q}
+    context = {
+        "now": now,
+        "health": _health(now),
+        "filters": filters,
+        "states": queries.STATE_FILTERS,
+        "targets": queries.TARGET_FILTERS,
+        "filter_sessions": [(sid, titles.get(sid)) for sid in filter_sessions],
+        "session_title": titles.get(filters.session),
+        "page": page,
+        "rows": [loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)) for loop in loops],
+        "prev_query": _query(params, page=page.previous_page_number()) if page.has_previous() else None,
+        "next_query": _query(params, page=page.next_page_number()) if page.has_next() else None,
+        "new_query": _query({"session": filters.session}),
+        "here": request.get_full_path(),
+        "highlight": request.GET.get("created", ""),
+        "has_global_session": global_session is not None,
+    }
+    return render(request, "panel/index.html", context)
+
+
+@staff_required
+@require_http_methods(["GET", "POST"])
+def create(request):
+    now = timezone.now()
+    host = get_host()
+    current = request.GET.get("session", "").strip()
+    current = current if queries.is_identifier(current) else ""
+    sessions = host.list_sessions(limit=PICKER_SESSIONS)  # spec §8.2: session selection from list_sessions
+    global_session = host.global_session()
+    presets = queries.preset_names(extra=[s.preset for s in sessions])
+    options = {"sessions": sessions, "current_session": current, "global_session": global_session, "presets": presets}
+    if request.method == "POST":
+        form = LoopCreateForm(request.POST, **options)
+        loop = form.save() if form.is_valid() else None
+        if loop is not None:
+            row = loop_row(loop, now=now, titles=queries.session_titles([loop.session_id]),
+                           global_title=_global_title(global_session))
+            next_text = f"next run {row.next_run.local}" if row.next_run else "no next run"
+            messages.success(request, f"Created {loop.loop_id} — {row.schedule}, {next_text}.")
+            return redirect(reverse("panel:index") + _query({"session": current, "created": loop.loop_id})
+                            + f"#{loop.loop_id}")
+    else:
+        form = LoopCreateForm(**options)
+    context = {
+        "now": now,
+        "health": _health(now),
+        "form": form,
+        "current_session": current,
+        "has_global_session": global_session is not None,
+        "host_tz": settings.TIME_ZONE,
+        "back_query": _query({"session": current}),
+    }
+    # 422 for a refused submission: the page shows the errors, and scripts and tests can tell.
+    return render(request, "panel/create.html", context, status=422 if form.is_bound else 200)
+
+
+@staff_required
+@require_http_methods(["GET"])
+def detail(request, loop_id: str):
+    if not queries.is_identifier(loop_id):
+        raise Http404("No such loop.")
+    now = timezone.now()
+    try:
+        loop = loop_get(loop_id)
+    except UnknownLoop:
+        loop = None
+    try:
+        runs = list(loop_runs(loop_id, limit=RUN_HISTORY))
+    except UnknownLoop:
+        raise Http404("No such loop and no runs recorded for it.") from None
+    zone_name = loop_zone(loop) if loop else settings.TIME_ZONE
+    row = upcoming = None
+    if loop is not None:
+        global_session = get_host().global_session() if loop.session_id == "self" else None
+        titles = queries.session_titles([loop.session_id, loop.created_by_session_id])
+        row = loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session))
+        # contract §4: the same code path as the scheduler, so DST shows here before it happens.
+        upcoming = [{"when": when(moment, zone_name, now), "countdown": humanize.countdown(moment, now)}
+                    for moment in fire_times(loop, now=now, count=UPCOMING)]
+        creator = titles.get(loop.created_by_session_id)
+    else:
+        creator = None
+    context = {
+        "now": now,
+        "health": _health(now),
+        "loop": loop,
+        "loop_id": loop_id,
+        "row": row,
+        "creator_title": creator,
+        "created": when(loop.created_at, zone_name, now) if loop else None,
+        "upcoming": upcoming,
+        "runs": [
+            {"run": run, "scheduled": when(run.scheduled_at, zone_name, now),
+             "finished": when(run.finished_at, zone_name, now), "prompt": preview(run.prompt, 80)}
+            for run in runs
+        ],
+        "zone": zone_name,
+    }
+    return render(request, "panel/detail.html", context)
+
+
+def _safe_next(request, fallback: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                   require_https=request.is_secure()):
+        return target
+    return fallback
+
+
+@staff_required
+@require_http_methods(["GET", "POST"])
+def delete(request, loop_id: str):
+    """GET: ask. POST (CSRF-protected): delete through the service (spec §2.3)."""
+    if not queries.is_identifier(loop_id):
+        raise Http404("No such loop.")
+    back = _safe_next(request, reverse("panel:index"))
+    if request.method == "POST":
+        try:
+            services.loop_delete(loop_id=loop_id)
+        except UnknownLoop:
+            # spec §2.3: "Deletion is idempotent only at the UI layer" — gone is what was asked for.
+            messages.info(request, f"{loop_id} was already deleted.")
+        else:
+            messages.success(request, f"Deleted {loop_id}. Its run history stays on its detail page.")
+        if back.startswith(reverse("panel:detail", args=[loop_id])):
+            back = reverse("panel:index")
+        return redirect(back)
+    now = timezone.now()
+    try:
+        loop = loop_get(loop_id)
+    except UnknownLoop:
+        messages.info(request, f"{loop_id} was already deleted.")
+        return redirect(back)
+    titles = queries.session_titles([loop.session_id])
+    global_session = get_host().global_session() if loop.session_id == "self" else None
+    context = {
+        "now": now,
+        "health": _health(now),
+        "row": loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)),
+        "back": back,
+    }
+    return render(request, "panel/delete.html", context)
+
+
+@staff_required
+@require_http_methods(["GET"])
+@xframe_options_exempt  # embeddable anywhere: it has no controls to click-jack, only a link
+def session_status(request, session_id: str):
+    """spec §8.1: a compact view of one session's loops, embeddable in its composer.
+
+    ?fragment=1 returns the bare partial for a host page that inserts it; without it a tiny
+    document for an <iframe> that styles itself and keeps its countdown ticking.
+    """
+    if not queries.is_identifier(session_id):
+        raise Http404("No such session.")
+    now = timezone.now()
+    status = queries.composer_status(session_id, now=now)
+    nearest_zone = settings.TIME_ZONE
+    context = {
+        "now": now,
+        "status": status,
+        "nearest": when(status.nearest, nearest_zone, now),
+        "nearest_countdown": humanize.countdown(status.nearest, now),
+        "items": [
+            {"loop_id": loop.loop_id, "preview": preview(loop.prompt, 60), "state": loop_state(loop, now),
+             "countdown": humanize.countdown(loop.next_at, now),
+             "next_run": when(loop.next_at, loop_zone(loop), now),
+             "schedule": humanize.schedule_words(loop, now=now, host_tz=settings.TIME_ZONE)[0]}
+            for loop in status.loops
+        ],
+        "panel_url": reverse("panel:index") + _query({"session": session_id}),
+        "new_url": reverse("panel:create") + _query({"session": session_id}),
+        "health": _health(now),
+    }
+    template = "panel/_status.html" if request.GET.get("fragment") else "panel/status.html"
+    return render(request, template, context)

@@ -1,0 +1,147 @@
+"""Panel fixtures: staff / non-staff / anonymous clients, a small world of sessions, a loop maker,
+and (for tests marked `browser`) a real headless Chromium driven by Selenium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from loops import services
+from loops.schemas import LoopCreateIn
+from sessions_app.services import preset_upsert, session_upsert
+
+CHROMIUM = os.environ.get("DSHLOOP_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("DSHLOOP_CHROMEDRIVER", "/usr/bin/chromedriver")
+# The flags this machine needs: no sandbox as root, and no background calls to a closed network.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # The default PBKDF2 costs ~0.5 s per user on this machine; the tests need no strength.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    return django_user_model.objects.create_user("ada", password=PASSWORD, is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def staff_client(staff_user) -> Client:
+    client = Client()
+    client.force_login(staff_user)
+    return client
+
+
+@pytest.fixture
+def plain_client(django_user_model) -> Client:
+    user = django_user_model.objects.create_user("bob", password=PASSWORD)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def session(session_id: str, **changes):
+    return session_upsert(session_id=session_id, changes=changes)
+
+
+@pytest.fixture
+def world(db):
+    """On the embedded host: the global interface, two titled sessions, one without a title, and a
+    mountable preset. (The panel reaches the host only through get_host(), so one host suffices.)"""
+    session("ses_global", global_interface=True, user_title="Interface", preset="interface", model="m1")
+    session("ses_a", user_title="Release review", status="running", preset="coder")
+    session("ses_b", generated_title="Nightly data sync", status="cold", preset="coder")
+    session("ses_untitled", status="idle")
+    preset_upsert(name="reviewer", mountable=True)
+    return {"global": "ses_global", "a": "ses_a", "b": "ses_b", "untitled": "ses_untitled"}
+
+
+@pytest.fixture
+def make_loop(world):
+    """Create a loop through the service, as the tools and the panel do."""
+
+    def make(prompt="Check the deployment", *, schedule=None, session_id="ses_a", preset=None, now=None):
+        body = {"prompt": prompt, "schedule": schedule or {"kind": "every", "every_seconds": 600},
+                "session_id": session_id}
+        if preset:
+            body["preset"] = preset
+        return services.loop_create(data=LoopCreateIn.model_validate(body), caller_session_id=None, now=now)
+
+    return make
+
+
+def admin_url(model: str, pk: str, view: str = "change") -> str:
+    """The admin URL of one object: admin quotes primary keys ("loop_25…" would otherwise read as "%")."""
+    from django.contrib.admin.utils import quote
+    from django.urls import reverse
+
+    return reverse(f"admin:{model}_{view}", args=[quote(pk)])
+
+
+# --- browser -----------------------------------------------------------------------------------
+
+
+def chromium_missing_reason() -> str | None:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not (Path(path).exists() or shutil.which(path)):
+            return f"{path} is missing: apt-get install -y chromium chromium-driver"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed: pip install -e '.[test]'"
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium(live_server):
+    """One headless Chromium for the browser tests (Debian's, never a downloaded build); it depends
+    on live_server so that it quits (closing its connections) before the server stops."""
+    reason = chromium_missing_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {reason}")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument("--window-size=1280,900")
+    options.add_argument("--lang=en-US")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def browser(chromium, live_server, monkeypatch):
+    """The browser for one test. The live server answers each browser connection on its own thread,
+    which would keep a persistent database connection (CONN_MAX_AGE) for as long as Chromium keeps
+    the socket alive — and PostgreSQL cannot drop a test database that still has sessions. So the
+    server closes its database connection after every request while a browser test runs."""
+    from django.db import connections
+
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+    yield chromium
+    chromium.get("about:blank")  # nothing left open that could call the server (the status page refreshes)
+
+
+@pytest.fixture
+def screenshot_dir(tmp_path) -> Path:
+    """docs/screenshots when DSHLOOP_SCREENSHOTS=1 (to refresh the committed pictures), else a temp dir."""
+    if os.environ.get("DSHLOOP_SCREENSHOTS") == "1":
+        target = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+        target.mkdir(parents=True, exist_ok=True)
+        return target
+    return tmp_path
