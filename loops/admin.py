@@ -4,9 +4,9 @@ and loops and runs are otherwise read-only (spec §1: there is no update tool)."
 
 from __future__ import annotations
 
-from django.conf import settings
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
 from django.shortcuts import redirect
@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from dshloop.admin import ReadOnlyAdmin
 from dshloop.errors import UnknownLoop
 
 from . import services
@@ -24,19 +25,6 @@ from .presenters import loop_state
 from .selectors import fire_times, loop_runs
 
 RUN_HISTORY = 50
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff, never edited here: the records are written by the scheduler."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Loop)

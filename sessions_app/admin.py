@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from pydantic import TypeAdapter, ValidationError
 
+from dshloop.admin import ReadOnlyAdmin
 from dshloop.validation import invalid_input_from
 
 from . import services
@@ -99,7 +100,7 @@ class PresetAdmin(admin.ModelAdmin):
 
 
 @admin.register(InboxMessage)
-class InboxMessageAdmin(admin.ModelAdmin):
+class InboxMessageAdmin(ReadOnlyAdmin):
     """What each session received (the embedded host's inbox): read-only."""
 
     list_display = ["message_id", "session_id", "delivery", "created_at", "occurrence_key"]
@@ -108,12 +109,3 @@ class InboxMessageAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
     show_full_result_count = False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
