@@ -1,0 +1,137 @@
+"""Fault injection on real `runloops` processes (issue 7): schedulers racing on one database,
+kill -9 at random moments, and (opt-in) PostgreSQL restarted under them.
+
+Each scenario ends with the invariants of tests/reliability/invariants.py: every due occurrence
+delivered or folded into `missed`, no inbox message twice, every run terminal or recoverable,
+no loop stuck `running`. Timing never decides a result: the tests poll for conditions.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from loops.models import LoopRun, SchedulerHeartbeat
+from tests.processes import Schedulers, wait_for
+
+from .invariants import check_invariants, delivered_at_least, delivered_per_scheduler, make_loops, settled
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+
+def heartbeat_of(scheduler) -> bool:
+    """The scheduler's clock has ticked: it is past start-up and claiming."""
+    return SchedulerHeartbeat.objects.filter(pid=scheduler.pid).exists()
+
+
+def start_ready(schedulers: Schedulers, count: int):
+    started = schedulers.start(count)
+    for scheduler in started:
+        wait_for(lambda: heartbeat_of(scheduler) or not scheduler.running(), timeout=60,
+                 message=f"scheduler {scheduler.pid} to tick")
+        assert scheduler.running(), scheduler.output()[-3000:]
+    return started
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_racing_schedulers_dispatch_every_occurrence_once(processes, schedulers, make_session):
+    """spec §5.6: several schedulers on one database never dispatch an occurrence twice."""
+    if processes > 2 and connection.vendor == "sqlite":
+        pytest.skip("SQLite serializes writers: four schedulers race exactly like two (PostgreSQL runs it)")
+    loop_count = 1000 if connection.vendor == "postgresql" else 300
+    sessions = [make_session(f"ses_{i:03d}").session_id for i in range(100)]
+    start_ready(schedulers, processes)
+    loops = make_loops(loop_count, every=5, sessions=sessions)
+
+    # The scenario: steady load until every loop has been delivered four times.
+    wait_for(lambda: delivered_at_least(loops, 4), timeout=120, interval=0.5, message="four deliveries per loop")
+    until = timezone.now() - timedelta(seconds=1)
+    wait_for(lambda: settled(until), timeout=60, interval=0.2, message="in-flight deliveries to finish")
+    for scheduler in schedulers.started:
+        assert scheduler.terminate() < 10
+
+    # A slow machine may fold an occurrence (anti-burst) — counted, never lost nor doubled.
+    tally = check_invariants(loops, until=until, allow_missed=True)
+    assert tally.delivered >= loop_count * 3  # the last of the four may fall after `until`
+    # They really raced: at least two of them delivered occurrences.
+    workers = [sum(counts.values()) for counts in delivered_per_scheduler([s.output() for s in schedulers.started])]
+    assert sum(1 for n in workers if n) >= 2, workers
+
+
+def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(tmp_path, make_session):
+    """Runs are leased: a process killed at any point leaves runs any scheduler re-drives (README)."""
+    sessions = [make_session(f"ses_{i:03d}").session_id for i in range(50)]
+    # A short lease, so that a killed process's runs are re-driven within the test.
+    schedulers = Schedulers(tmp_path, DSHLOOP_RUN_LEASE_SECONDS="3")
+    try:
+        count = 2 if connection.vendor == "sqlite" else 3
+        running = start_ready(schedulers, count)
+        loops = make_loops(300, every=2, sessions=sessions)
+        rng = random.Random(20261130)  # the same kill schedule on every run
+        for _ in range(8):
+            # A random moment within a few loop periods (the delay picks the moment; it does not
+            # wait for anything), then kill -9 a random scheduler and start a fresh one.
+            time.sleep(rng.uniform(0.2, 3.0))
+            victim = running.pop(rng.randrange(len(running)))
+            victim.kill9()
+            running += start_ready(schedulers, 1)
+        until = timezone.now()
+        wait_for(lambda: settled(until), timeout=90, interval=0.2, message="stuck runs to be recovered")
+        for scheduler in running:
+            scheduler.terminate()
+        tally = check_invariants(loops, until=until, allow_missed=True)
+        # Not vacuous: some kills hit deliveries in flight, which another process then re-drove.
+        assert tally.redriven >= 1, tally
+    finally:
+        schedulers.close()
+
+
+@pytest.mark.skipif(os.environ.get("DSHLOOP_TEST_PG_RESTART") != "1",
+                    reason="restarts the machine's shared PostgreSQL server: set DSHLOOP_TEST_PG_RESTART=1 to run")
+def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(tmp_path, make_session):
+    """The clock backs off while the database is gone (no crash loop), then delivers again with
+    anti-burst: the occurrences missed during the outage are folded, not replayed. UNTESTED here:
+    it restarts the machine's shared server, which breaks every other test run on it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL server restart needs the PostgreSQL pass")
+    sessions = [make_session(f"ses_{i:03d}").session_id for i in range(20)]
+    # A short lease: deliveries cut off by the restart are re-driven within the test.
+    schedulers = Schedulers(tmp_path, DSHLOOP_RUN_LEASE_SECONDS="5")
+    try:
+        started = start_ready(schedulers, 2)
+        loops = make_loops(100, every=1, sessions=sessions)
+        wait_for(lambda: delivered_at_least(loops, 2), timeout=60, interval=0.5,
+                 message="deliveries before the restart")
+
+        restart = subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "restart"],
+                                 capture_output=True, text=True, timeout=120)
+        assert restart.returncode == 0, restart.stderr
+        connection.close()  # this test's own connection died with the server
+        restarted_at = timezone.now()
+
+        def delivered_since_restart() -> bool:
+            try:
+                return LoopRun.objects.filter(status="delivered", claimed_at__gt=restarted_at).count() >= len(loops)
+            except Exception:  # noqa: BLE001 - the server may still be starting
+                connection.close()
+                return False
+
+        wait_for(delivered_since_restart, timeout=120, interval=0.5, message="deliveries after the restart")
+        assert all(scheduler.running() for scheduler in started), "a scheduler died with the database"
+        until = timezone.now() - timedelta(seconds=1)
+        wait_for(lambda: settled(until), timeout=60, interval=0.2, message="in-flight deliveries to finish")
+        for scheduler in started:
+            assert scheduler.terminate() < 10
+            output = scheduler.output()
+            # Backoff, not a crash loop: a handful of "retrying" lines for a restart of seconds.
+            assert output.count("database unavailable") <= 20, output[-3000:]
+        check_invariants(loops, until=until, allow_missed=True)
+    finally:
+        schedulers.close()
