@@ -101,6 +101,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "dshloop.middleware.ApiMethodNotAllowed",
 ]
 
 ROOT_URLCONF = "dshloop.urls"

@@ -3,6 +3,7 @@ generate the JSON Schemas handed to agents (GET /api/tools)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, Field
@@ -17,6 +18,18 @@ Seconds = Annotated[
 ]
 
 
+# The prompt travels inside spec §6's XML message, and XML 1.0 cannot carry these at all (not even
+# as character references): refused here, so that every accepted prompt parses back byte for byte.
+_NOT_IN_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _deliverable(value: str) -> str:
+    if found := _NOT_IN_XML.search(value):
+        raise ValueError(f"'prompt' contains U+{ord(found.group()):04X}, a character the delivered message (XML) "
+                         "cannot carry; remove it.")
+    return value
+
+
 def _trimmed_non_empty(value: str) -> str:
     value = value.strip()
     if not value:
@@ -27,7 +40,11 @@ def _trimmed_non_empty(value: str) -> str:
 Prompt = Annotated[
     text(MAX_PROMPT_CHARS),
     AfterValidator(_trimmed_non_empty),
-    Field(description="What to send; trimmed, non-empty, at most 100,000 characters."),
+    AfterValidator(_deliverable),
+    Field(description="What to send; trimmed, non-empty, at most 100,000 characters, no control characters "
+                      "but tab and line breaks.",
+          # Documents _deliverable for schema readers (agents, fuzzers); the validator gives the message.
+          json_schema_extra={"pattern": "^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]*$"}),
 ]
 
 

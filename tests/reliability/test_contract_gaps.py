@@ -1,6 +1,5 @@
-"""Contract violations the reliability suite found in product code (issue 7). Each test states the
-contract and fails today; it is marked xfail(strict=True), so the suite stays green until the fix
-lands and then reports XPASS (a failure), which is the cue to drop the marker."""
+"""Contract gaps the reliability suite's fuzzer found (issue 7), kept as regression tests: a 405
+carries the error body, and a prompt the delivered XML cannot carry is refused."""
 
 from __future__ import annotations
 
@@ -14,8 +13,6 @@ from loops.delivery import deliver_runs
 from tests.conftest import error_of
 
 
-@pytest.mark.xfail(strict=True, reason="django-ninja answers 405 as text/html 'Method not allowed', without the "
-                                       "contract's error body (found by schemathesis's unsupported-method probes)")
 @pytest.mark.parametrize("method,path", [("PATCH", "/api/health"), ("DELETE", "/api/tools/loop_create"),
                                          ("GET", "/api/tools/loop_list"), ("POST", "/api/loops/loop_x/runs"),
                                          ("DELETE", "/api/host/sessions/ses_caller")])
@@ -27,9 +24,6 @@ def test_unsupported_method_answers_with_the_error_body(api, method, path):
     error_of(response)
 
 
-@pytest.mark.xfail(strict=True, reason="loop_create accepts prompts with characters XML 1.0 cannot carry (C0 "
-                                       "controls other than tab/LF/CR, U+FFFE/U+FFFF); the delivered message is then "
-                                       "not well-formed XML (found by the API fuzzer's generated prompts)")
 @pytest.mark.parametrize("prompt", ["page\x0cbreak", "bell\x07", "escape \x1b[0m", "noncharacter \uffff"])
 def test_an_accepted_prompt_round_trips_through_the_delivered_xml(api, host, prompt):
     """contract §7: parsing the delivered message gives back the prompt byte for byte — so a prompt
