@@ -41,3 +41,27 @@ def _no_nul(value: str) -> str:
 
 def text(max_length: int):
     return Annotated[str, StringConstraints(strict=True, max_length=max_length), AfterValidator(_no_nul)]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """contract §3: the body of every 4xx from /api/."""
+
+    error: ErrorDetail
+
+
+def answers(ok, *error_statuses: int) -> dict:
+    """An operation's documented responses: `ok` for 200, the error body for 401, 403, 422 and the rest."""
+    return {200: ok, **{status: ErrorOut for status in sorted({401, 403, 422, *error_statuses})}}
+
+
+# contract §2: the calling agent's session, documented on the operations that read it.
+CALLER_HEADER_DOC = {"parameters": [{
+    "in": "header", "name": "X-DSH-Session-Id", "required": False, "schema": {"type": "string"},
+    "description": "The calling agent's session (the current local session).",
+}]}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ninja import Router
+from pydantic import BaseModel
 
 from dshloop.auth import tools_auth
+from dshloop.schemas import answers
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopListIn
 from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn
 
@@ -47,6 +49,16 @@ def tool_definitions() -> list[dict]:
     ]
 
 
-@router.get("", summary="Tool definitions")
+class ToolDefinition(BaseModel):
+    name: str
+    description: str
+    input_schema: dict
+
+
+class ToolsOut(BaseModel):
+    tools: list[ToolDefinition]
+
+
+@router.get("", summary="Tool definitions", response=answers(ToolsOut))
 def list_tools(request):
     return {"tools": tool_definitions()}

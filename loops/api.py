@@ -10,6 +10,7 @@ from pydantic import Field
 
 from dshloop.auth import tools_auth
 from dshloop.errors import InvalidInput
+from dshloop.schemas import CALLER_HEADER_DOC, answers
 from dshloop.timeutil import to_ms
 from sessions_app.models import RESERVED_SESSION_IDS
 
@@ -43,14 +44,16 @@ def caller_session(request) -> str | None:
     return value or None
 
 
-@tools_router.post("/loop_create", response=LoopView, exclude_none=True, summary="loop_create")
+@tools_router.post("/loop_create", response=answers(LoopView, 409), exclude_none=True, summary="loop_create",
+                   openapi_extra=CALLER_HEADER_DOC)
 def loop_create(request, payload: LoopCreateIn):
     """Create a loop: a prompt, a schedule (every / after / cron) and a target session."""
     loop = services.loop_create(data=payload, caller_session_id=caller_session(request))
     return loop_view(loop, now=timezone.now())
 
 
-@tools_router.post("/loop_list", response=LoopListOut, exclude_none=True, summary="loop_list")
+@tools_router.post("/loop_list", response=answers(LoopListOut, 409), exclude_none=True, summary="loop_list",
+                   openapi_extra=CALLER_HEADER_DOC)
 def loop_list(request, payload: LoopListIn):
     """Active loops: {} for your session, {"session_id": "global"} for all, or one session's."""
     now = timezone.now()
@@ -58,7 +61,8 @@ def loop_list(request, payload: LoopListIn):
     return {"loops": [loop_view(loop, now=now) for loop in loops]}
 
 
-@tools_router.post("/loop_delete", response=LoopDeleteOut, summary="loop_delete")
+@tools_router.post("/loop_delete", response=answers(LoopDeleteOut, 404), summary="loop_delete",
+                   openapi_extra=CALLER_HEADER_DOC)
 def loop_delete(request, payload: LoopDeleteIn):
     """Delete any loop by its loop_id; its run history stays."""
     if payload.loop_id is not None and payload.v1_id is not None:
@@ -81,13 +85,13 @@ class UpcomingQuery(Schema):
     count: Annotated[int, Field(ge=1, le=500)] = 5
 
 
-@loops_router.get("/{loop_id}/runs", response=RunsOut, exclude_none=True)
+@loops_router.get("/{loop_id}/runs", response=answers(RunsOut, 404), exclude_none=True)
 def runs(request, loop_id: str, query: Query[RunsQuery]):
     """Run history, newest first; it outlives the loop."""
     return {"runs": [run_view(run) for run in loop_runs(loop_id, limit=query.limit)]}
 
 
-@loops_router.get("/{loop_id}/upcoming", response=UpcomingOut)
+@loops_router.get("/{loop_id}/upcoming", response=answers(UpcomingOut, 404))
 def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
     """The next fire times the scheduler will use (the same schedule code)."""
     times = fire_times(loop_get(loop_id), now=timezone.now(), count=query.count)

@@ -8,6 +8,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from dshloop.auth import host_auth, tools_auth
 from dshloop.errors import NotFound
+from dshloop.schemas import answers
 from dshloop.timeutil import iso, to_ms
 from dshloop.validation import invalid_input_from
 
@@ -47,14 +48,16 @@ def session_view(session: SessionInfo) -> dict:
             "updated_at": iso(session.updated_at)}
 
 
-@session_tools_router.post("/list_sessions", response=SessionsOut, exclude_none=True, summary="list_sessions")
+@session_tools_router.post("/list_sessions", response=answers(SessionsOut, 409), exclude_none=True,
+                           summary="list_sessions")
 def list_sessions(request, payload: ListSessionsIn):
     """Sessions, newest activity first, live and cold, with durable titles (never generated on demand)."""
     return {"sessions": [session_view(s) for s in get_host().list_sessions(limit=payload.limit)]}
 
 
 @session_tools_router.post(
-    "/check_session_status", response=SessionStatusView, exclude_none=True, summary="check_session_status"
+    "/check_session_status", response=answers(SessionStatusView, 409), exclude_none=True,
+    summary="check_session_status"
 )
 def check_session_status(request, payload: CheckSessionStatusIn):
     """running, idle, cold or missing for one exact session; never resumes it."""
@@ -69,7 +72,7 @@ def host_session_out(session: SessionInfo) -> dict:
             "global_interface": session.global_interface}
 
 
-@host_router.put("/sessions/{session_id}", response=HostSessionOut, exclude_none=True)
+@host_router.put("/sessions/{session_id}", response=answers(HostSessionOut), exclude_none=True)
 def host_session_put(request, session_id: str, payload: HostSessionIn):
     header = services.session_upsert(
         session_id=parse_session_id(session_id), changes=payload.model_dump(exclude_unset=True, exclude_none=True)
@@ -77,7 +80,7 @@ def host_session_put(request, session_id: str, payload: HostSessionIn):
     return host_session_out(session_info(header))
 
 
-@host_router.get("/sessions/{session_id}", response=HostSessionOut, exclude_none=True)
+@host_router.get("/sessions/{session_id}", response=answers(HostSessionOut, 404), exclude_none=True)
 def host_session_get(request, session_id: str):
     session = get_host().get_session(session_id)
     if session is None:
@@ -85,7 +88,7 @@ def host_session_get(request, session_id: str):
     return host_session_out(session)
 
 
-@host_router.put("/presets/{name}", response=HostPresetOut)
+@host_router.put("/presets/{name}", response=answers(HostPresetOut))
 def host_preset_put(request, name: str, payload: HostPresetIn):
     from dshloop.schemas import Identifier
 
@@ -101,7 +104,7 @@ def inbox_messages(session_id: str) -> QuerySet[InboxMessage]:
     return InboxMessage.objects.filter(session_id=session_id).order_by("created_at", "message_id")
 
 
-@host_router.get("/sessions/{session_id}/inbox", response=InboxOut)
+@host_router.get("/sessions/{session_id}/inbox", response=answers(InboxOut, 404))
 def host_inbox(request, session_id: str):
     if get_host().get_session(session_id) is None:
         raise NotFound(f"No session {session_id!r}.")
