@@ -44,7 +44,10 @@ schedules = st.one_of(
 )
 # (what loop_create gets as session_id, or None to omit it) — resolved against the caller below.
 targets = st.sampled_from([None, "self", "new", "ses_caller", "ses_other", "ses_global", "caller-by-id"])
-prompts = st.text(min_size=1, max_size=40).filter(lambda p: p.strip() and "\x00" not in p)
+# Prompts loop_create accepts: not blank, and only characters the delivered XML can carry (tab and
+# line breaks, no other C0 control, no U+FFFE/U+FFFF); the refusals are tested elsewhere.
+XML_UNFIT = set(map(chr, [*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0xFFFE, 0xFFFF]))
+prompts = st.text(min_size=1, max_size=40).filter(lambda p: p.strip() and not XML_UNFIT & set(p))
 
 
 class RegistryMachine(RuleBasedStateMachine):
