@@ -1,0 +1,202 @@
+"""The measurements of issue 7, each one repetition for one system; bench.run repeats and
+interleaves them (dshloop, django-q2, dshloop, …) so that machine noise hits both alike.
+
+Every end-to-end time runs from the scheduled instant to the delivery record: LoopRun.finished_at
+for dshloop, the bench task's recorded time for django-q2 (bench.tasks).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from . import db
+from .procs import cpu_seconds, rss_bytes, schedulers, wait_for
+from .queries import time_queries
+from .stats import percentile, summary
+from .systems import SESSIONS, System, session_id
+
+PGBENCH_DIR = Path(__file__).resolve().parent / "pgbench"
+HOUR = 3600
+# Stats of a backend reach pg_stat_database within PGSTAT_IDLE_INTERVAL (10 s) of its last
+# query; waiting a bit longer keeps the harness's own set-up queries out of the idle window.
+STATS_SETTLE_S = 12
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def sleep_until(moment: datetime) -> None:
+    time.sleep(max(0.0, (moment - now()).total_seconds()))
+
+
+def lead_time(rows: int) -> float:
+    """Seconds to set up `rows` rows (insert, ANALYZE) before they fall due, with a margin."""
+    return 3.0 + rows / 4000
+
+
+# Physical limit -----------------------------------------------------------------------------------
+
+def pgbench(*, script: str, clients: int, seconds: int, rows: int) -> dict:
+    """One timed pgbench run of a claim script on a fresh table of `rows` due loops."""
+    db.run_psql(db.PGBENCH_DB, PGBENCH_DIR / "schema.sql", rows=rows)
+    result = subprocess.run(
+        ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
+         "-T", str(seconds), "-f", str(PGBENCH_DIR / script), db.url(db.PGBENCH_DB)],
+        capture_output=True, text=True, check=True)
+    tps = float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", result.stdout).group(1))
+    transactions = int(re.search(r"number of transactions actually processed: (\d+)", result.stdout).group(1))
+    with db.connect(db.PGBENCH_DB) as conn:
+        claims, duplicates = conn.execute(
+            "SELECT count(*), count(*) - count(DISTINCT (loop_id, scheduled_at)) FROM pgb_run").fetchone()
+    return {"tps": tps, "claims_per_s": tps * claims / max(transactions, 1), "duplicates": duplicates}
+
+
+# B1 burst -----------------------------------------------------------------------------------------
+
+def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: str) -> dict:
+    """`loops` occurrences due at one instant: seconds until the last is delivered, occurrences/s."""
+    system.reset()
+    # The slowest expected case (django-q2 at ~20/s, FIELD-NOTES) must fit, with its 30 s pass.
+    timeout = 60 + loops / 15
+    with schedulers(system, processes, log_dir, label):
+        due_at = now() + timedelta(seconds=max(lead_time(loops), system.burst_offset_s))
+        system.add_every(loops, period_s=HOUR, first_at=due_at, spread_s=0)
+        system.analyze()
+        system.wake()
+        setup_late = now() > due_at  # the instant passed during set-up: the numbers would flatter
+        complete = wait_for(lambda: system.delivered_count() >= loops,
+                            timeout=(due_at - now()).total_seconds() + timeout, interval=0.25)
+        waited_until = now()
+    lateness = [(delivered - scheduled).total_seconds() for scheduled, delivered in system.deliveries()]
+    # All share one scheduled instant, so the last lateness is the time to deliver them all;
+    # an incomplete run counts its deliveries over the whole wait instead.
+    seconds = max(lateness, default=0.0) if complete else (waited_until - due_at).total_seconds()
+    return {"delivered": len(lateness), "expected": loops, "complete": complete, "setup_late": setup_late,
+            "seconds": seconds, "rate": len(lateness) / seconds if seconds > 0 else None,
+            "p50": percentile(lateness, 50), "p99": percentile(lateness, 99),
+            "duplicates": system.duplicates()}
+
+
+# B2 lateness --------------------------------------------------------------------------------------
+
+def expected_occurrences(count: int, *, first_at: datetime, period_s: float, spread_s: float,
+                         end: datetime) -> int:
+    """Grid points in [first_at, end) of `count` rows staggered like System.add_every."""
+    total = 0
+    for i in range(count):
+        first = first_at + timedelta(seconds=i * spread_s / count)
+        if first < end:
+            total += math.ceil((end - first).total_seconds() / period_s)
+    return total
+
+
+def steady(system: System, *, loops: int, period_s: int, seconds: int, log_dir: Path, label: str) -> dict:
+    """`loops` staggered loops for `seconds`: lateness of every occurrence scheduled in the window."""
+    period = max(period_s, system.min_period_s)  # django-q2 cannot express less than a minute
+    system.reset()
+    with schedulers(system, 1, log_dir, label):
+        start = now() + timedelta(seconds=lead_time(loops))
+        system.add_every(loops, period_s=period, first_at=start, spread_s=period)
+        system.analyze()
+        system.wake()
+        end = start + timedelta(seconds=seconds)
+        sleep_until(end)
+        # Then let it finish what fell due in the window (django-q2 needs its next pass).
+        settled = wait_for(lambda: system.settled(end), timeout=max(90.0, seconds), interval=0.5)
+    lateness = [(delivered - scheduled).total_seconds() for scheduled, delivered in system.deliveries()
+                if start <= scheduled < end]
+    expected = expected_occurrences(loops, first_at=start, period_s=period, spread_s=period, end=end)
+    return {"period_s": period, "expected": expected, "delivered": len(lateness),
+            "not_delivered": max(0, expected - len(lateness)), "settled": settled,
+            "load_per_s": expected / seconds, **summary(lateness), "duplicates": system.duplicates()}
+
+
+# B3 idle cost -------------------------------------------------------------------------------------
+
+def idle(system: System, *, loops: int, seconds: int, log_dir: Path, label: str) -> dict:
+    """`loops` loops none due for an hour: transactions, new connections and CPU per minute."""
+    system.reset()
+    system.add_every(loops, period_s=HOUR, first_at=now() + timedelta(hours=1), spread_s=HOUR)
+    system.analyze()
+    with schedulers(system, 1, log_dir, label) as [process]:
+        time.sleep(STATS_SETTLE_S)  # past start-up, and the harness's queries are counted already
+        before, cpu_before, started = db.counters(system.database), cpu_seconds(process.tree()), time.monotonic()
+        time.sleep(seconds)
+        after, cpu_after = db.counters(system.database), cpu_seconds(process.tree())
+        elapsed = time.monotonic() - started
+    per_minute = 60 / elapsed
+    cpu = (cpu_after - cpu_before) * per_minute
+    return {"transactions_per_min": (after["transactions"] - before["transactions"]) * per_minute,
+            "connections_per_min": (after["sessions"] - before["sessions"]) * per_minute,
+            "cpu_s_per_min": cpu, "cpu_percent": cpu / 60 * 100, "window_s": elapsed}
+
+
+# B4 scale -----------------------------------------------------------------------------------------
+
+def grow(system: System, *, have: int, size: int) -> None:
+    """Top the table up to `size` rows, none due for an hour."""
+    if size > have:
+        system.add_every(size - have, period_s=HOUR, first_at=now() + timedelta(hours=1), spread_s=HOUR,
+                         start=have)
+    system.analyze()
+
+
+def due_query_ms(system: System, *, repeat: int) -> dict:
+    """The scheduler's due queries against the current table (none due): median ms of each."""
+    return {name: percentile(time_queries(system.conn, statements, repeat=repeat), 50)
+            for name, statements in system.due_queries().items()}
+
+
+def resident(system: System, *, burst_rows: int, offset: int, log_dir: Path, label: str) -> dict:
+    """RSS of a scheduler (its whole process tree) after it delivered a small burst."""
+    with schedulers(system, 1, log_dir, label) as [process]:
+        before = system.delivered_count()
+        system.make_due(offset, burst_rows, now())
+        system.wake()
+        complete = wait_for(lambda: system.delivered_count() >= before + burst_rows, timeout=120 + burst_rows / 15,
+                            interval=0.25)
+        time.sleep(1)  # let the workers return to idle
+        rss = rss_bytes(process.tree())
+        main = rss_bytes([process.pid])
+    return {"rss_mb": rss / 2**20, "main_rss_mb": main / 2**20, "burst_complete": complete}
+
+
+def api_latency(*, creates: int, lists: int, global_lists: int) -> dict:
+    """loop_create and loop_list through the API in-process (Django test client): auth, schema,
+    service and serialization, as an agent's call sees it minus the network."""
+    from django.test import Client
+
+    from tokens.services import token_create
+
+    _, raw = token_create(name="bench", scopes=["tools"])
+    client = Client()
+
+    def call(tool: str, body: dict, caller: str) -> float:
+        started = time.perf_counter()
+        response = client.post(f"/api/tools/{tool}", data=json.dumps(body), content_type="application/json",
+                               headers={"Authorization": f"Bearer {raw}", "X-DSH-Session-Id": caller})
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            raise RuntimeError(f"{tool} answered {response.status_code}: {response.content[:300]!r}")
+        return elapsed
+
+    def create(i: int) -> float:
+        body = {"prompt": f"bench create {i}", "schedule": {"kind": "every", "every_seconds": HOUR}}
+        return call("loop_create", body, session_id(i % SESSIONS))
+
+    for i in range(5):  # warm-up: imports, URL resolver, first connection
+        create(i), call("loop_list", {}, session_id(i))
+    create_ms = [create(i) for i in range(creates)]
+    list_ms = [call("loop_list", {}, session_id(i % SESSIONS)) for i in range(lists)]
+    global_ms = [call("loop_list", {"session_id": "global"}, session_id(0)) for _ in range(global_lists)]
+    return {"create_p50": percentile(create_ms, 50), "create_p99": percentile(create_ms, 99),
+            "list_p50": percentile(list_ms, 50), "list_p99": percentile(list_ms, 99),
+            "global_list_p50": percentile(global_ms, 50)}

@@ -1,0 +1,79 @@
+"""The bench databases and what PostgreSQL tells about them.
+
+Every database here is created and dropped by the bench itself, never the suite's `test`
+database. The harness talks to them with plain psycopg (autocommit), so its own queries are
+few and visible.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import psycopg
+
+# The server under test; trust auth as user postgres on this machine.
+SERVER = os.environ.get("BENCH_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
+DSHLOOP_DB = "dshloop_bench"
+BASELINE_DB = "dshloop_bench_baseline"
+PGBENCH_DB = "dshloop_bench_pgbench"
+ALL_DATABASES = (DSHLOOP_DB, BASELINE_DB, PGBENCH_DB)
+
+
+def url(database: str) -> str:
+    return f"{SERVER}/{database}"
+
+
+def connect(database: str) -> psycopg.Connection:
+    return psycopg.connect(url(database), autocommit=True)
+
+
+def server() -> psycopg.Connection:
+    """A connection to the `postgres` database: statistics read through it count for no bench database."""
+    return connect("postgres")
+
+
+def recreate(database: str) -> None:
+    with server() as conn:
+        # FORCE: a scheduler left over from an interrupted run must not keep the old one alive.
+        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{database}"')
+
+
+def drop(database: str) -> None:
+    with server() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def run_psql(database: str, script: Path, **variables) -> None:
+    args = ["psql", url(database), "-q", "-v", "ON_ERROR_STOP=1", "-f", str(script)]
+    for name, value in variables.items():
+        args += ["-v", f"{name}={value}"]
+    subprocess.run(args, check=True, capture_output=True, text=True)
+
+
+def counters(database: str) -> dict[str, int]:
+    """Cumulative transactions and sessions of one database (pg_stat_database).
+
+    pg_stat_statements would count statements, but it needs shared_preload_libraries and so a
+    restart of the shared server, which the bench must not do. A transaction is the next best
+    count: each autocommit statement is one, a transaction block of several is one too, so it is a
+    lower bound on statements. Backends report their counts within about a second (PostgreSQL 15
+    flushes when a backend goes idle, at the latest after 10 s), a small error over a minute.
+    """
+    with server() as conn:
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback, sessions FROM pg_stat_database WHERE datname = %s", [database]
+        ).fetchone()
+    return {"transactions": int(row[0]), "sessions": int(row[1])}
+
+
+def backend_count(database: str) -> int:
+    with server() as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database]).fetchone()[0]
+
+
+def server_version() -> str:
+    with server() as conn:
+        return conn.execute("SHOW server_version").fetchone()[0]

@@ -1,0 +1,224 @@
+"""`python -m bench.run [--quick]`: every benchmark of issue 7, dshloop and django-q2 side by side
+on the same PostgreSQL, written to docs/BENCHMARKS.md (raw numbers in var/bench/).
+
+Full size takes about 75 minutes; run it on a quiet machine (nothing else on the two cores).
+--quick runs tiny sizes with one repetition in about 7 minutes, to check the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECTIONS = ("limit", "B1", "B2", "B3", "B4")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    reps: int
+    pgbench_rows: int
+    pgbench_seconds: int
+    pgbench_clients: tuple[int, ...]
+    b1_loops: int
+    b1_processes: tuple[int, ...]
+    b2_loops: int
+    b2_period_s: int
+    b2_seconds: int
+    b3_loops: int
+    b3_seconds: int
+    b4_sizes: tuple[int, ...]
+    b4_burst: int
+    b4_query_repeat: int
+    b4_api_size: int
+    b4_creates: int
+    b4_lists: int
+    b4_global_lists: int
+
+
+# The sizes issue 7 asks for.
+FULL = Sizes(reps=3, pgbench_rows=100_000, pgbench_seconds=15, pgbench_clients=(1, 8),
+             b1_loops=10_000, b1_processes=(1, 4), b2_loops=2_000, b2_period_s=10, b2_seconds=180,
+             b3_loops=100_000, b3_seconds=60, b4_sizes=(10_000, 100_000, 1_000_000), b4_burst=1_000,
+             b4_query_repeat=20, b4_api_size=100_000, b4_creates=1_000, b4_lists=200, b4_global_lists=3)
+# Tiny, one repetition: checks that every path of the harness works, in minutes. Its numbers
+# are not the benchmark (B2's window is shorter than django-q2's one-minute period, for one).
+QUICK = Sizes(reps=1, pgbench_rows=10_000, pgbench_seconds=3, pgbench_clients=(1, 8),
+              b1_loops=500, b1_processes=(1, 4), b2_loops=200, b2_period_s=10, b2_seconds=40,
+              b3_loops=10_000, b3_seconds=20, b4_sizes=(1_000, 10_000, 100_000), b4_burst=100,
+              b4_query_repeat=5, b4_api_size=10_000, b4_creates=100, b4_lists=50, b4_global_lists=1)
+
+
+def setup_django() -> None:
+    """The harness is a dshloop process on the bench database: it uses the product's own
+    notify_clocks, models (to capture queries) and API (for the latency benchmark)."""
+    from bench import db
+
+    os.environ["DJANGO_SETTINGS_MODULE"] = "dshloop.settings"
+    os.environ["DATABASE_URL"] = db.url(db.DSHLOOP_DB)
+    os.environ.setdefault("DSHLOOP_HOST", "local")
+    import django
+
+    django.setup()
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+class Run:
+    """One bench run: the systems, where logs and raw results go, and the results so far."""
+
+    def __init__(self, sizes: Sizes, quick: bool, out_dir: Path):
+        from bench.systems import Baseline, Dshloop
+
+        self.sizes, self.quick, self.out_dir = sizes, quick, out_dir
+        self.systems = [Dshloop(), Baseline()]
+        self.results: dict = {"quick": quick, "sizes": asdict(sizes), "sections": {}}
+
+    def record(self, section: str, key: str, value: dict) -> None:
+        """Keep one repetition's numbers, and save everything so far (a crash loses little)."""
+        self.results["sections"].setdefault(section, {}).setdefault(key, []).append(value)
+        log(f"  {section} {key}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                                for k, v in value.items()))
+        (self.out_dir / "results.json").write_text(json.dumps(self.results, indent=1, default=str))
+
+    def logs(self, section: str, rep: int) -> Path:
+        return self.out_dir / "logs" / f"{section}-rep{rep + 1}"
+
+    def limit(self) -> None:
+        from bench.benchmarks import pgbench
+
+        for rep in range(self.sizes.reps):
+            for script in ("claim_one.sql", "claim_batch.sql"):
+                for clients in self.sizes.pgbench_clients:
+                    self.record("limit", f"{script}/{clients}", pgbench(
+                        script=script, clients=clients, seconds=self.sizes.pgbench_seconds,
+                        rows=self.sizes.pgbench_rows))
+
+    def b1(self) -> None:
+        from bench.benchmarks import burst
+
+        for rep in range(self.sizes.reps):
+            for processes in self.sizes.b1_processes:
+                for system in self.systems:
+                    self.record("B1", f"{system.name}/{processes}", burst(
+                        system, loops=self.sizes.b1_loops, processes=processes, log_dir=self.logs("B1", rep),
+                        label=f"{processes}p"))
+
+    def b2(self) -> None:
+        from bench.benchmarks import steady
+
+        for rep in range(self.sizes.reps):
+            for system in self.systems:
+                self.record("B2", system.name, steady(
+                    system, loops=self.sizes.b2_loops, period_s=self.sizes.b2_period_s,
+                    seconds=self.sizes.b2_seconds, log_dir=self.logs("B2", rep), label="steady"))
+
+    def b3(self) -> None:
+        from bench.benchmarks import idle
+
+        for rep in range(self.sizes.reps):
+            for system in self.systems:
+                self.record("B3", system.name, idle(
+                    system, loops=self.sizes.b3_loops, seconds=self.sizes.b3_seconds,
+                    log_dir=self.logs("B3", rep), label="idle"))
+
+    def b4(self) -> None:
+        from bench.benchmarks import api_latency, due_query_ms, grow, resident
+        from bench.procs import schedulers
+
+        have = 0
+        for system in self.systems:
+            system.reset()
+        for size in self.sizes.b4_sizes:
+            log(f"B4: {size:,} rows per system")
+            for system in self.systems:
+                grow(system, have=have, size=size)
+                self.record("B4", f"{system.name}/{size}/query",
+                            due_query_ms(system, repeat=self.sizes.b4_query_repeat))
+            have = size
+            for rep in range(self.sizes.reps):
+                for system in self.systems:
+                    self.record("B4", f"{system.name}/{size}/rss", resident(
+                        system, burst_rows=self.sizes.b4_burst, offset=rep * self.sizes.b4_burst,
+                        log_dir=self.logs("B4", rep), label=f"{size}"))
+            if size == self.sizes.b4_api_size:
+                dshloop = self.systems[0]
+                # With a scheduler running, as in production: each loop_create wakes its clock.
+                with schedulers(dshloop, 1, self.logs("B4", 0), "api"):
+                    for rep in range(self.sizes.reps):
+                        self.record("B4", f"dshloop/{size}/api", api_latency(
+                            creates=self.sizes.b4_creates, lists=self.sizes.b4_lists,
+                            global_lists=self.sizes.b4_global_lists))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (checks the harness)")
+    parser.add_argument("--reps", type=int, help="repetitions (default 3, or 1 with --quick)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--output", default=str(BASE_DIR / "docs" / "BENCHMARKS.md"))
+    parser.add_argument("--keep-databases", action="store_true", help="leave the bench databases for inspection")
+    parser.add_argument("--render", metavar="RESULTS_JSON", help="only rewrite the report from a saved results.json")
+    args = parser.parse_args(argv)
+    if args.render:
+        from bench import report
+
+        Path(args.output).write_text(report.render(json.loads(Path(args.render).read_text())))
+        return 0
+    only = [section.strip() for section in args.only.split(",") if section.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {SECTIONS}")
+
+    missing = [tool for tool in ("psql", "pgbench") if shutil.which(tool) is None]
+    if missing:
+        parser.error(f"{' and '.join(missing)} not found: they come with PostgreSQL "
+                     "(Debian: postgresql-client for psql, postgresql-15 for pgbench)")
+    sizes = QUICK if args.quick else FULL
+    if args.reps:
+        sizes = Sizes(**{**asdict(sizes), "reps": args.reps})
+    setup_django()
+    from bench import db, report
+
+    out_dir = BASE_DIR / "var" / "bench" / time.strftime("%Y%m%d-%H%M%S")
+    out_dir.mkdir(parents=True)
+    run = Run(sizes, args.quick, out_dir)
+    run.results["machine"] = report.machine_facts()
+    started = time.monotonic()
+    log(f"bench: {'quick' if args.quick else 'full'} run, {sizes.reps} repetition(s); raw results in {out_dir}")
+    try:
+        for system in run.systems:
+            system.create_database()
+        db.recreate(db.PGBENCH_DB)
+        for section in SECTIONS:
+            if section in only:
+                log(f"{section} …")
+                getattr(run, section.lower())()
+    finally:
+        run.results["machine"]["load_average_end"] = os.getloadavg()
+        run.results["elapsed_s"] = time.monotonic() - started
+        (out_dir / "results.json").write_text(json.dumps(run.results, indent=1, default=str))
+        if not args.keep_databases:
+            from django.db import connection
+
+            connection.close()
+            for system in run.systems:
+                if system.conn is not None:
+                    system.conn.close()
+            for database in db.ALL_DATABASES:
+                db.drop(database)
+    Path(args.output).write_text(report.render(run.results))
+    log(f"bench: done in {(time.monotonic() - started) / 60:.1f} min; wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
