@@ -23,7 +23,7 @@ from dshloop.timeutil import truncate_to_ms
 from sessions_app.hosts import get_host
 
 from . import schedules
-from .models import Loop, LoopState, ScheduleKind
+from .models import Loop, LoopState
 from .schemas import AfterSchedule, CronSchedule, EverySchedule, LoopCreateIn
 from .selectors import loop_get
 

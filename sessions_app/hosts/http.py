@@ -20,7 +20,6 @@ import httpx
 from dshloop.timeutil import from_ms
 from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.selectors import session_info
-from sessions_app.titles import fold_title
 
 from .base import Delivered, HostError, Message, PresetInfo, SessionInfo, deliver_each
 

@@ -169,7 +169,7 @@ def test_sqlite_claim_is_a_compare_and_swap(create, monkeypatch):
     row locks; on PostgreSQL FOR UPDATE SKIP LOCKED keeps the second clock from reading it)."""
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL locks the claimed rows instead of compare-and-swap")
-    loop = create(every(10))
+    create(every(10))
     real_advance = claims._advance
 
     def another_clock_claims_it_first(row, now):

@@ -81,7 +81,7 @@ def test_each_row_shows_preview_schedule_target_state_next_and_last_run(staff_cl
     assert "global interface · Interface" in html
     assert "preset reviewer" in html
     assert "Nightly data sync" in html and "ses_b" in html
-    assert f'<span class="target-session" title="ses_untitled">ses_untitled</span>' in html
+    assert '<span class="target-session" title="ses_untitled">ses_untitled</span>' in html
     # Next run: local time in the loop's zone, machine time for the countdown.
     cron.refresh_from_db()
     local = cron.next_at.astimezone(__import__("zoneinfo").ZoneInfo("Asia/Shanghai"))
