@@ -142,7 +142,9 @@ def database_from_url(url: str) -> dict:
     else:
         # FIELD-NOTES: django-q2 closes "old" connections on every broker step; persistent,
         # health-checked connections avoid a new connection per poll.
-        config["CONN_MAX_AGE"] = 60
+        # (persistent without an age limit: an idle scheduler then opens no connection a minute;
+        # the health check replaces one that broke, e.g. across a server restart).
+        config["CONN_MAX_AGE"] = None
         config["CONN_HEALTH_CHECKS"] = True
         config["TEST"] = {"NAME": f"test_dshloop_{os.getpid()}"}  # concurrent test runs do not collide
     return config

@@ -19,7 +19,7 @@ from django_q.conf import Conf
 
 from .notify import TASKS_CHANNEL, Listener, can_listen, notify
 
-IDLE_RECHECK = 30.0
+IDLE_RECHECK = 60.0  # well inside django-q2's task lock (`retry`, 120 s)
 # dequeue() returns at least this often, so that the pusher sees a stop request in time.
 WAIT_SLICE = 1.0
 
