@@ -93,12 +93,17 @@ class Page:
 
 
 def _stale(element) -> bool:
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 
     try:
         element.tag_name
     except StaleElementReferenceException:
         return True
+    except WebDriverException as exc:
+        # Mid-navigation Chromium may say the same thing in other words.
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
     return False
 
 
