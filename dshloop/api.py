@@ -16,7 +16,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from sessions_app.hosts.base import HostError
 
-from .errors import ApiError, InvalidInput, NotFound, TargetUnavailable, Unauthorized
+from .errors import ApiError, InvalidInput, NotFound, Unauthorized, host_unavailable
 from .schemas import Identifier
 from .validation import invalid_input_from
 
@@ -42,8 +42,7 @@ def on_api_error(request, exc: ApiError):
 
 @api.exception_handler(HostError)
 def on_host_error(request, exc: HostError):
-    # The DSH host could not answer a lookup a tool needs: the target cannot be used right now.
-    return _respond(request, TargetUnavailable(f"{exc} Try again shortly."))
+    return _respond(request, host_unavailable(exc))
 
 
 @api.exception_handler(ValidationError)

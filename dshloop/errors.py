@@ -57,3 +57,8 @@ class UnknownSession(ApiError):
 
 class UnknownPreset(ApiError):
     code = "unknown_preset"
+
+
+def host_unavailable(exc: Exception) -> TargetUnavailable:
+    """The DSH host could not answer a lookup a tool needs: the target cannot be used right now."""
+    return TargetUnavailable(f"{exc} Try again shortly.")

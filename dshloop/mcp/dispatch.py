@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from dshloop.api import CALLER_HEADER, refuse_impossible_ids
-from dshloop.errors import TargetUnavailable
+from dshloop.errors import host_unavailable
 from dshloop.tools import TOOLS
 from dshloop.validation import invalid_input_from
 from loops import api as loop_tools
@@ -68,5 +68,5 @@ def call_tool(name: str, arguments: Mapping[str, Any] | None, *, caller_session_
         result = refuse_impossible_ids(handler)(tool_request(caller_session_id=caller_session_id), payload)
     except HostError as exc:
         # As dshloop.api.on_host_error: the host could not answer a lookup the tool needs.
-        raise TargetUnavailable(f"{exc} Try again shortly.") from exc
+        raise host_unavailable(exc) from exc
     return output.model_validate(result).model_dump(mode="json", exclude_none=True)
