@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Min
 
+from dshloop.bulk import insert_rows, update_rows
 from dshloop.timeutil import to_ms
 
 from . import schedules
-from .bulk import update_rows
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 
 logger = logging.getLogger("dshloop.clock")
@@ -34,6 +34,7 @@ def lease() -> timedelta:
 
 
 OPEN_STATUSES = (RunStatus.CLAIMED, RunStatus.DELIVERING)
+RUN_COLUMNS = tuple(field.name for field in LoopRun._meta.concrete_fields)
 
 
 def occurrence_key(loop_id: str, scheduled_at: datetime) -> str:
@@ -113,7 +114,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
                 advanced.append(loop)
             runs.append(run)
         update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in advanced])
-        LoopRun.objects.bulk_create(runs)
+        insert_rows(LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs])
         run_ids = [run.run_id for run in runs]
         enqueue_deliveries(run_ids)
     return run_ids

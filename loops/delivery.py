@@ -15,19 +15,20 @@ deliveries are side effects: the inbox's occurrence-key idempotency absorbs a re
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import F, Q, Value
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
 
-from .bulk import update_rows
+from dshloop.bulk import update_rows
 from .claims import OPEN_STATUSES, lease, locked
 from .clock import MAX_SLEEP, notify_clocks
 from .message import loop_message, run_source
@@ -124,7 +125,7 @@ def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]
     return [delivered.get(run.run_id) or item for run, item in prepared]
 
 
-def _record(outcomes: list[Outcome], now: datetime) -> None:
+def _record(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> None:
     """Record a batch of outcomes and update their loops, in one transaction."""
     with transaction.atomic():
         # Only runs still under our lease are ours to record: if ours ran out and another driver
@@ -139,11 +140,10 @@ def _record(outcomes: list[Outcome], now: datetime) -> None:
         for outcome in outcomes:
             _settle(outcome, now)
         update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
-        _update_loops(outcomes, now)
+        _update_loops(outcomes, loops, now)
 
 
 _RUN_FIELDS = ("status", "error", "retry_at", "finished_at", "lease_until", "target_session_id", "fallback")
-_LOOP_FIELDS = ("last_run_at", "last_result", "last_error", "state")
 
 
 def _settle(outcome: Outcome, now: datetime) -> None:
@@ -162,22 +162,23 @@ def _settle(outcome: Outcome, now: datetime) -> None:
     run.error, run.lease_until = outcome.error, None
 
 
-def _update_loops(outcomes: list[Outcome], now: datetime) -> None:
-    finished = {o.run.loop_id: o for o in outcomes if not o.retry}
-    loops = list(Loop.objects.filter(loop_id__in=list(finished)))
-    for loop in loops:
-        outcome = finished[loop.loop_id]
-        loop.last_run_at, loop.last_result, loop.last_error = now, outcome.run.status, outcome.error
-        if loop.kind == ScheduleKind.AFTER:
-            # spec §3: a delivered `after` loop is completed and leaves the active list; a failed
-            # one stays visible as failed.
-            loop.state = LoopState.COMPLETED if outcome.delivered else LoopState.FAILED
-        elif loop.state == LoopState.RUNNING:
-            loop.state = LoopState.SCHEDULED
-    # A loop deleted meanwhile is simply not updated (its UPDATE matches no row).
-    update_rows(Loop, _LOOP_FIELDS, [[loop.loop_id, *(getattr(loop, f) for f in _LOOP_FIELDS)] for loop in loops])
-    if any(loop.state == LoopState.SCHEDULED and loop.next_at and loop.next_at - now < timedelta(seconds=MAX_SLEEP)
-           for loop in loops):
+def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> None:
+    """One UPDATE per distinct result: a batch that all went well is one statement."""
+    finished = [outcome for outcome in outcomes if not outcome.retry]
+    by_result = defaultdict(list)
+    for outcome in finished:
+        by_result[outcome.run.status, outcome.error].append(outcome.run.loop_id)
+    for (status, error), loop_ids in by_result.items():
+        # spec §3: a delivered `after` loop is completed and leaves the active list; a failed one
+        # stays visible as failed. A loop deleted meanwhile is simply not updated.
+        after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
+        Loop.objects.filter(loop_id__in=loop_ids).update(
+            last_run_at=now, last_result=status, last_error=error,
+            state=Case(When(kind=ScheduleKind.AFTER, then=Value(after_state)),
+                       When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)), default=F("state")))
+    soon = now + timedelta(seconds=MAX_SLEEP)
+    if any(loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
+           for loop in (loops.get(outcome.run.loop_id) for outcome in finished) if loop):
         # Claimable again soon: a clock sleeping past that deadline must wake up.
         transaction.on_commit(notify_clocks)
 
@@ -199,7 +200,7 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
     loops = {loop.loop_id: loop for loop in Loop.objects.filter(loop_id__in={run.loop_id for run in runs})}
     with transaction.atomic() if host.transactional else nullcontext():
         outcomes = _deliver(runs, loops, host)
-        _record(outcomes, clock())
+        _record(outcomes, loops, clock())
     return len(runs)
 
 

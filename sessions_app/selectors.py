@@ -32,6 +32,10 @@ def sessions_get(session_ids: set[str]) -> dict[str, SessionInfo]:
     return {h.session_id: session_info(h) for h in SessionHeader.objects.filter(session_id__in=session_ids)}
 
 
+def session_statuses(session_ids: set[str]) -> dict[str, str]:
+    return dict(SessionHeader.objects.filter(session_id__in=session_ids).values_list("session_id", "status"))
+
+
 def session_list(*, limit: int) -> list[SessionInfo]:
     return [session_info(h) for h in SessionHeader.objects.order_by("-updated_at", "session_id")[:limit]]
 

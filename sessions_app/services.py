@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dshloop.bulk import insert_rows
 from dshloop.timeutil import truncate_to_ms
 
 from .models import InboxMessage, Preset, SessionHeader, SessionStatus
@@ -75,17 +76,18 @@ def session_create_for(
         return SessionHeader.objects.get(created_for=occurrence_key)
 
 
+_INBOX_COLUMNS = ("message_id", "session_id", "text", "wakeup", "delivery", "source", "occurrence_key", "created_at")
+
+
 def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: datetime | None = None) -> list[str]:
     """Insert many messages (session_id, text, source, occurrence_key, delivery) at once; an
     occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order."""
     now = truncate_to_ms(now or timezone.now())
-    rows = [
-        InboxMessage(message_id="msg_" + secrets.token_hex(8), session_id=session_id, text=text, wakeup=True,
-                     delivery=delivery, source=source, occurrence_key=key, created_at=now)
+    insert_rows(InboxMessage, _INBOX_COLUMNS, [
+        ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now)
         for session_id, text, source, key, delivery in messages
-    ]
-    InboxMessage.objects.bulk_create(rows, ignore_conflicts=True)
+    ], skip_conflicts=True)
     # Those that were already there keep their first message.
-    existing = dict(InboxMessage.objects.filter(occurrence_key__in=[row.occurrence_key for row in rows])
-                    .values_list("occurrence_key", "message_id"))
-    return [existing.get(row.occurrence_key, row.message_id) for row in rows]
+    keys = [key for _, _, _, key, _ in messages]
+    message_ids = dict(InboxMessage.objects.filter(occurrence_key__in=keys).values_list("occurrence_key", "message_id"))
+    return [message_ids[key] for key in keys]

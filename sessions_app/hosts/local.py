@@ -45,10 +45,10 @@ class LocalHost:
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
         """One query for the targets' states and one INSERT for all the messages."""
-        sessions = selectors.sessions_get({message.session_id for message in messages})
+        statuses = selectors.session_statuses({message.session_id for message in messages})
         # spec §6: a running target gets the message at its next safe step, others next turn.
-        modes = {m.occurrence_key: "next_step" if sessions[m.session_id].status == SessionStatus.RUNNING
-                 else "next_turn" for m in messages if m.session_id in sessions}
+        modes = {m.occurrence_key: "next_step" if statuses[m.session_id] == SessionStatus.RUNNING
+                 else "next_turn" for m in messages if m.session_id in statuses}
         known = [m for m in messages if m.occurrence_key in modes]
         message_ids = services.inbox_deliver_many(
             [(m.session_id, m.text, m.source, m.occurrence_key, modes[m.occurrence_key]) for m in known]
