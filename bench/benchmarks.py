@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from . import db
-from .procs import cpu_seconds, rss_bytes, schedulers, wait_for
+from .procs import cpu_seconds, postgres_pids, rss_bytes, schedulers, wait_for
 from .queries import time_queries
 from .stats import percentile, summary
 from .systems import SESSIONS, System, session_id
@@ -66,15 +66,22 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
     system.reset()
     # The slowest expected case (django-q2 at ~20/s, FIELD-NOTES) must fit, with its 30 s pass.
     timeout = 60 + loops / 15
-    with schedulers(system, processes, log_dir, label):
+    with schedulers(system, processes, log_dir, label) as started:
         due_at = now() + timedelta(seconds=max(lead_time(loops), system.burst_offset_s))
         system.add_every(loops, period_s=HOUR, first_at=due_at, spread_s=0)
         system.analyze()
         system.wake()
         setup_late = now() > due_at  # the instant passed during set-up: the numbers would flatter
+        # Where the two cores go: the schedulers' CPU and the database server's, from here (set-up
+        # done) to the last delivery; the harness's polling adds a little to the server's.
+        trees = [pid for process in started for pid in process.tree()]
+        cpu_before, server_before = cpu_seconds(trees), cpu_seconds(postgres_pids())
         complete = wait_for(lambda: system.delivered_count() >= loops,
                             timeout=(due_at - now()).total_seconds() + timeout, interval=0.25)
         waited_until = now()
+        trees = [pid for process in started for pid in process.tree()]
+        scheduler_cpu = cpu_seconds(trees) - cpu_before
+        server_cpu = cpu_seconds(postgres_pids()) - server_before
     lateness = [(delivered - scheduled).total_seconds() for scheduled, delivered in system.deliveries()]
     # All share one scheduled instant, so the last lateness is the time to deliver them all;
     # an incomplete run counts its deliveries over the whole wait instead.
@@ -82,6 +89,8 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
     return {"delivered": len(lateness), "expected": loops, "complete": complete, "setup_late": setup_late,
             "seconds": seconds, "rate": len(lateness) / seconds if seconds > 0 else None,
             "p50": percentile(lateness, 50), "p99": percentile(lateness, 99),
+            "scheduler_cpu_ms_per_1k": scheduler_cpu * 1e6 / max(len(lateness), 1),
+            "server_cpu_ms_per_1k": server_cpu * 1e6 / max(len(lateness), 1),
             "duplicates": system.duplicates()}
 
 

@@ -69,6 +69,20 @@ def cpu_seconds(pids: list[int]) -> float:
     return ticks / CLOCK_TICKS
 
 
+def postgres_pids() -> list[int]:
+    """Every PostgreSQL server process on this machine (the bench databases share one server)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as comm:
+                    if comm.read().strip() == "postgres":
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
 def rss_bytes(pids: list[int]) -> int:
     """Resident memory of the processes, summed (/proc/<pid>/statm). Forked workers share
     some pages with their parent, so the sum over-counts shared pages the same way for both systems."""

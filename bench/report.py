@@ -141,6 +141,17 @@ def b1_section(results: dict, sizes: dict) -> str:
             ["duplicates", cell(ours, "duplicates"), cell(theirs, "duplicates"), "", "0",
              met(over_reps(ours, "duplicates")[0], 0, at_most=True)],
         ]
+        cpu_keys = ("scheduler_cpu_ms_per_1k", "server_cpu_ms_per_1k")
+        if any(over_reps(ours, key)[0] is not None for key in cpu_keys):
+            rows += [["scheduler CPU per 1,000 occurrences (ms)", cell(ours, cpu_keys[0]), cell(theirs, cpu_keys[0]),
+                      ratio(ours, theirs, cpu_keys[0]), "", ""],
+                     ["PostgreSQL CPU per 1,000 occurrences (ms)", cell(ours, cpu_keys[1]), cell(theirs, cpu_keys[1]),
+                      ratio(ours, theirs, cpu_keys[1]), "", ""]]
+            spent = sum(over_reps(ours, key)[0] or 0 for key in cpu_keys)
+            if spent:
+                # Both share the machine's cores: no schedule of the work beats cores ÷ CPU per occurrence.
+                rows.append([f"CPU ceiling on {results['machine']['cores']} cores (occurrences/s)",
+                             number(results["machine"]["cores"] * 1e6 / spent), "", "", "", ""])
         if limit and rate:
             rows.append(["share of the batched pgbench limit", f"{rate / limit:.1%}", "", "", "≥ 10%",
                          met(rate / limit, 0.10, at_most=False)])

@@ -206,7 +206,7 @@ Q_CLUSTER = {
     "catch_up": False,
     "scheduler": False,  # loops have their own clock; django-q2's Schedule table is unused
     "poll": 0.2,
-    "bulk": 2,  # tasks taken per look at the queue: with 100 runs per task, enough
+    "bulk": 2,  # tasks taken per look at the queue: with 250 runs per task, enough
     "label": "Task queue",
 }
 

@@ -25,7 +25,7 @@ from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 
 logger = logging.getLogger("dshloop.clock")
 
-CLAIM_BATCH = 200
+CLAIM_BATCH = 500  # loops per claim transaction: two delivery tasks (loops.tasks)
 
 
 def lease() -> timedelta:

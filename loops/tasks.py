@@ -7,9 +7,10 @@ from django.conf import settings
 from django_q.tasks import async_task
 
 # Runs per task. The embedded host answers in microseconds, so batches amortize the database
-# work; a remote host may hang for its whole timeout, so there each run gets its own task and a
+# work (B1 in docs/BENCHMARKS.md: 250 a task and 500 a claim use a fifth less CPU per occurrence
+# than 100 and 200, and a 10k burst is delivered ~1.5x faster); a remote host may hang for its whole timeout, so there each run gets its own task and a
 # slow host can hold at most one run per worker (issue 4: it never stalls the others beyond that).
-DELIVERY_BATCH = {"local": 100, "http": 1}
+DELIVERY_BATCH = {"local": 250, "http": 1}
 
 
 def enqueue_deliveries(run_ids: list[str]) -> None:
