@@ -69,10 +69,11 @@ class Scheduler:
 
 
 class Schedulers:
-    def __init__(self, log_dir: Path, **extra_env: str):
+    def __init__(self, log_dir: Path, *, database_url: str | None = None, **extra_env: str):
+        """database_url: where the schedulers run (default: the test database)."""
         self.log_dir = log_dir
-        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": test_database_url(),
-                    "PYTHONUNBUFFERED": "1", **extra_env}
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings",
+                    "DATABASE_URL": database_url or test_database_url(), "PYTHONUNBUFFERED": "1", **extra_env}
         self.started: list[Scheduler] = []
 
     def start(self, count: int = 1) -> list[Scheduler]:
