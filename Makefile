@@ -37,7 +37,7 @@ test: $(TEST_STAMP)
 	$(PY) -m pytest --ds=tests.settings_postgres $(PYTEST_ARGS)
 
 # Benchmarks of issue 7 against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
-# ~75 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.
+# ~50 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.
 bench: $(RUN_STAMP)
 	$(PY) -m bench.run $(if $(QUICK),--quick) $(BENCH_ARGS)
 

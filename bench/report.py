@@ -261,7 +261,7 @@ def b4_section(results: dict, sizes: dict) -> str:
             + table(header, rss_rows)
             + "\n\n**Due query** — the query each scheduler runs to find due rows, captured from the product's own "
             "code (`bench/queries.py`) and timed with none due (median of "
-            f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 200` on "
+            f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 500` (`loops.claims.CLAIM_BATCH`) on "
             "`loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
             "`next_run` has no index).\n\n"
             + table(header, query_rows)
@@ -281,9 +281,9 @@ WHEN_MISSED = {
           "set-based UPDATE of the loops and one INSERT of the runs, and one django-q2 task per 250 runs, in one "
           "transaction) and delivered (`loops.delivery.deliver_runs`: take the runs' leases, read loops and "
           "targets, insert the inbox messages, record runs and loops: about a dozen statements per batch). "
-          "PostgreSQL writes six rows per occurrence (the loop and the run twice each, the message, the run "
-          "insert) where pgbench's claim writes two; most of the scheduler's CPU is Django's ORM around the "
-          "statements (query compilation, model instances, timestamp parsing) and the one log line per "
+          "PostgreSQL writes six rows per occurrence (the loop updated twice, the run inserted and updated "
+          "twice, the message inserted) where pgbench's claim writes two; most of the scheduler's CPU is Django's "
+          "ORM around the statements (query compilation, model instances, timestamp parsing) and the one log line per "
           "occurrence. More `runloops` processes add contention, not cores. What would reach the target: cores "
           "not shared with PostgreSQL (claims scale across processes with SKIP LOCKED), and for the embedded "
           "host a delivery of a few hand-written statements per batch in one transaction (lock the runs, "
@@ -356,7 +356,7 @@ def render(results: dict) -> str:
                     findings(results, sizes)):
         if section:
             parts.append(section)
-    parts.append("## Reproduce\n\n    make bench            # full size, ~75 min; on a quiet machine\n"
+    parts.append("## Reproduce\n\n    make bench            # full size, ~50 min; on a quiet machine\n"
                  "    make bench QUICK=1    # tiny sizes, ~7 min: checks the harness\n\n"
                  "Raw numbers per repetition and scheduler logs: `var/bench/<date>/`.")
     return "\n\n".join(parts) + "\n"

@@ -1,7 +1,7 @@
 """`python -m bench.run [--quick]`: every benchmark of issue 7, dshloop and django-q2 side by side
 on the same PostgreSQL, written to docs/BENCHMARKS.md (raw numbers in var/bench/).
 
-Full size takes about 75 minutes; run it on a quiet machine (nothing else on the two cores).
+Full size takes about 50 minutes; run it on a quiet machine (nothing else on the two cores).
 --quick runs tiny sizes with one repetition in about 7 minutes, to check the harness.
 """
 

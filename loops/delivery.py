@@ -25,10 +25,10 @@ from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from dshloop.bulk import update_rows
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
 
-from dshloop.bulk import update_rows
 from .claims import OPEN_STATUSES, lease, locked
 from .clock import MAX_SLEEP, notify_clocks
 from .message import loop_message, run_source
