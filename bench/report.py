@@ -66,6 +66,15 @@ def ratio(ours: list[dict], theirs: list[dict], key: str) -> str:
     return f"×{number(a / b)}"
 
 
+HEADER = ["", "dshloop", DQ, "dshloop ÷ django-q2", "target", "met?"]
+
+
+def compared(label: str, ours: list[dict], theirs: list[dict], key: str, *, scale: float = 1.0, target: str = "",
+             verdict: str = "") -> list[str]:
+    """A HEADER row: both systems' medians (with their ranges) and dshloop ÷ django-q2."""
+    return [label, cell(ours, key, scale), cell(theirs, key, scale), ratio(ours, theirs, key), target, verdict]
+
+
 def met(value: float | None, target: float | None, *, at_most: bool) -> str:
     if value is None or target is None:
         return "—"
@@ -130,12 +139,11 @@ def b1_section(results: dict, sizes: dict) -> str:
         ours, theirs = data.get(f"dshloop/{processes}", []), data.get(f"{DQ}/{processes}", [])
         rate = over_reps(ours, "rate")[0]
         rows = [
-            ["occurrences/s, end to end", cell(ours, "rate"), cell(theirs, "rate"), ratio(ours, theirs, "rate"),
-             "≥ 5,000", met(rate, 5000, at_most=False)],
-            ["seconds until all delivered", cell(ours, "seconds"), cell(theirs, "seconds"),
-             ratio(ours, theirs, "seconds"), "", ""],
-            ["lateness p50 (s)", cell(ours, "p50"), cell(theirs, "p50"), ratio(ours, theirs, "p50"), "", ""],
-            ["lateness p99 (s)", cell(ours, "p99"), cell(theirs, "p99"), ratio(ours, theirs, "p99"), "", ""],
+            compared("occurrences/s, end to end", ours, theirs, "rate", target="≥ 5,000",
+                     verdict=met(rate, 5000, at_most=False)),
+            compared("seconds until all delivered", ours, theirs, "seconds"),
+            compared("lateness p50 (s)", ours, theirs, "p50"),
+            compared("lateness p99 (s)", ours, theirs, "p99"),
             ["delivered", cell(ours, "delivered"), cell(theirs, "delivered"), "", f"{sizes['b1_loops']:,}",
              met(over_reps(ours, "delivered")[0], sizes["b1_loops"], at_most=False)],
             ["duplicates", cell(ours, "duplicates"), cell(theirs, "duplicates"), "", "0",
@@ -143,10 +151,8 @@ def b1_section(results: dict, sizes: dict) -> str:
         ]
         cpu_keys = ("scheduler_cpu_ms_per_1k", "server_cpu_ms_per_1k")
         if any(over_reps(ours, key)[0] is not None for key in cpu_keys):
-            rows += [["scheduler CPU per 1,000 occurrences (ms)", cell(ours, cpu_keys[0]), cell(theirs, cpu_keys[0]),
-                      ratio(ours, theirs, cpu_keys[0]), "", ""],
-                     ["PostgreSQL CPU per 1,000 occurrences (ms)", cell(ours, cpu_keys[1]), cell(theirs, cpu_keys[1]),
-                      ratio(ours, theirs, cpu_keys[1]), "", ""]]
+            rows += [compared("scheduler CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[0]),
+                     compared("PostgreSQL CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[1])]
             spent = sum(over_reps(ours, key)[0] or 0 for key in cpu_keys)
             if spent:
                 # Both share the machine's cores: no schedule of the work beats cores ÷ CPU per occurrence.
@@ -157,7 +163,7 @@ def b1_section(results: dict, sizes: dict) -> str:
                          met(rate / limit, 0.10, at_most=False)])
         blocks.append(f"**{processes} scheduler process{'es' if processes > 1 else ''}** "
                       f"(`runloops` × {processes} vs `qcluster` × {processes})\n\n"
-                      + table(["", "dshloop", DQ, "dshloop ÷ django-q2", "target", "met?"], rows))
+                      + table(HEADER, rows))
     return (f"## B1 burst: {sizes['b1_loops']:,} due at one instant\n\n"
             "Every loop (`every` 1 h) or Schedule (`MINUTES` 60) falls due at the same instant, a few seconds "
             "after the schedulers are up. Time runs from that instant to each delivery record.\n\n"
@@ -176,11 +182,11 @@ def b2_section(results: dict, sizes: dict) -> str:
         ["load (occurrences/s)", cell(ours, "load_per_s"), cell(theirs, "load_per_s"), "", "", ""],
         ["delivered", cell(ours, "delivered"), cell(theirs, "delivered"), "", "", ""],
         ["not delivered (folded or skipped)", cell(ours, "not_delivered"), cell(theirs, "not_delivered"), "", "", ""],
-        ["lateness p50 (ms)", cell(ours, "p50", 1000), cell(theirs, "p50", 1000), ratio(ours, theirs, "p50"), "", ""],
-        ["lateness p95 (ms)", cell(ours, "p95", 1000), cell(theirs, "p95", 1000), ratio(ours, theirs, "p95"), "", ""],
-        ["lateness p99 (ms)", cell(ours, "p99", 1000), cell(theirs, "p99", 1000), ratio(ours, theirs, "p99"),
-         "≤ 250 ms", met(p99 * 1000 if p99 is not None else None, 250, at_most=True)],
-        ["lateness max (ms)", cell(ours, "max", 1000), cell(theirs, "max", 1000), ratio(ours, theirs, "max"), "", ""],
+        compared("lateness p50 (ms)", ours, theirs, "p50", scale=1000),
+        compared("lateness p95 (ms)", ours, theirs, "p95", scale=1000),
+        compared("lateness p99 (ms)", ours, theirs, "p99", scale=1000, target="≤ 250 ms",
+                 verdict=met(p99 * 1000 if p99 is not None else None, 250, at_most=True)),
+        compared("lateness max (ms)", ours, theirs, "max", scale=1000),
         ["duplicates", cell(ours, "duplicates"), cell(theirs, "duplicates"), "", "0",
          met(over_reps(ours, "duplicates")[0], 0, at_most=True)],
     ]
@@ -190,7 +196,7 @@ def b2_section(results: dict, sizes: dict) -> str:
             "minute, so its schedules run every 60 s, spread the same way: **a sixth of dshloop's load**, which "
             "favours the baseline. Lateness = delivery record − scheduled instant, over every occurrence scheduled "
             "in the window.\n\n"
-            + table(["", "dshloop", DQ, "dshloop ÷ django-q2", "target", "met?"], rows))
+            + table(HEADER, rows))
 
 
 def b3_section(results: dict, sizes: dict) -> str:
@@ -199,15 +205,12 @@ def b3_section(results: dict, sizes: dict) -> str:
         return ""
     ours, theirs = data.get("dshloop", []), data.get(DQ, [])
     rows = [
-        ["transactions/min (≈ statements, see above)", cell(ours, "transactions_per_min"),
-         cell(theirs, "transactions_per_min"), ratio(ours, theirs, "transactions_per_min"), "≤ 10",
-         met(over_reps(ours, "transactions_per_min")[0], 10, at_most=True)],
-        ["new connections/min", cell(ours, "connections_per_min"), cell(theirs, "connections_per_min"),
-         ratio(ours, theirs, "connections_per_min"), "", ""],
-        ["CPU seconds/min (scheduler process tree)", cell(ours, "cpu_s_per_min"), cell(theirs, "cpu_s_per_min"),
-         ratio(ours, theirs, "cpu_s_per_min"), "", ""],
-        ["CPU % of one core", cell(ours, "cpu_percent"), cell(theirs, "cpu_percent"),
-         ratio(ours, theirs, "cpu_percent"), "≤ 1%", met(over_reps(ours, "cpu_percent")[0], 1, at_most=True)],
+        compared("transactions/min (≈ statements, see above)", ours, theirs, "transactions_per_min", target="≤ 10",
+                 verdict=met(over_reps(ours, "transactions_per_min")[0], 10, at_most=True)),
+        compared("new connections/min", ours, theirs, "connections_per_min"),
+        compared("CPU seconds/min (scheduler process tree)", ours, theirs, "cpu_s_per_min"),
+        compared("CPU % of one core", ours, theirs, "cpu_percent", target="≤ 1%",
+                 verdict=met(over_reps(ours, "cpu_percent")[0], 1, at_most=True)),
     ]
     return (f"## B3 idle cost: {sizes['b3_loops']:,} loops, none due for an hour\n\n"
             f"One scheduler process each, measured for {sizes['b3_seconds']} s after start-up. Transactions and new "
@@ -218,24 +221,21 @@ def b3_section(results: dict, sizes: dict) -> str:
             "scheduler's whole process tree from `/proc` (PostgreSQL's own backends are not included); on this VM "
             "the CPU time of an idle process tree varies several-fold from run to run, so only the median of a "
             "full run on a quiet machine means much.\n\n"
-            + table(["", "dshloop", DQ, "dshloop ÷ django-q2", "target", "met?"], rows))
+            + table(HEADER, rows))
 
 
 def b4_section(results: dict, sizes: dict) -> str:
     data = results["sections"].get("B4")
     if not data:
         return ""
-    header = ["", "dshloop", DQ, "dshloop ÷ django-q2", "target", "met?"]
     rss_rows, query_rows = [], []
     ours_by_size = {}
     for size in sizes["b4_sizes"]:
         ours, theirs = data.get(f"dshloop/{size}/rss", []), data.get(f"{DQ}/{size}/rss", [])
         ours_by_size[size] = over_reps(ours, "rss_mb")[0]
-        rss_rows.append([f"RSS (MiB) at {size:,} rows", cell(ours, "rss_mb"), cell(theirs, "rss_mb"),
-                         ratio(ours, theirs, "rss_mb"), "", ""])
+        rss_rows.append(compared(f"RSS (MiB) at {size:,} rows", ours, theirs, "rss_mb"))
         oq, tq = data.get(f"dshloop/{size}/query", []), data.get(f"{DQ}/{size}/query", [])
-        query_rows.append([f"due query (ms) at {size:,} rows", cell(oq, "due_query_ms"), cell(tq, "due_query_ms"),
-                           ratio(oq, tq, "due_query_ms"), "flat", ""])
+        query_rows.append(compared(f"due query (ms) at {size:,} rows", oq, tq, "due_query_ms", target="flat"))
         query_rows.append([f"dshloop's per-tick deadline query (ms) at {size:,}", cell(oq, "deadline_query_ms"),
                            "n/a", "", "flat", ""])
     values = [value for value in ours_by_size.values() if value]
@@ -258,17 +258,17 @@ def b4_section(results: dict, sizes: dict) -> str:
             "**Scheduler memory** — RSS summed over the scheduler's process tree (forked workers share pages, "
             "counted for both alike) after it delivered a burst of "
             f"{sizes['b4_burst']:,} occurrences, with the table at each size and the rest due in an hour.\n\n"
-            + table(header, rss_rows)
+            + table(HEADER, rss_rows)
             + "\n\n**Due query** — the query each scheduler runs to find due rows, captured from the product's own "
             "code (`bench/queries.py`) and timed with none due (median of "
-            f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 500` (`loops.claims.CLAIM_BATCH`) on "
-            "`loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
+            f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 500` "
+            "(`loops.claims.CLAIM_BATCH`) on `loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
             "`next_run` has no index).\n\n"
-            + table(header, query_rows)
+            + table(HEADER, query_rows)
             + f"\n\n**API latency at {sizes['b4_api_size']:,} loops** — `/api/tools/loop_create` and `loop_list` "
             "in-process through the Django test client (token auth, schema validation, service, serialization; "
             "no network), with one `runloops` running. django-q2 has no agent-facing API to compare.\n\n"
-            + table(header, api_rows))
+            + table(HEADER, api_rows))
 
 
 # What to make of a missed target. Written from the code's structure, not from one run's numbers:
