@@ -81,6 +81,18 @@ class Schedulers:
         self.started.extend(new)
         return new
 
+    def start_ready(self, count: int = 1) -> list[Scheduler]:
+        """Start schedulers and wait until each clock has ticked (its heartbeat row exists): past
+        start-up and claiming. A scheduler that exits instead fails the test with its output."""
+        from loops.models import SchedulerHeartbeat
+
+        started = self.start(count)
+        for scheduler in started:
+            wait_for(lambda: SchedulerHeartbeat.objects.filter(pid=scheduler.pid).exists() or not scheduler.running(),
+                     timeout=60, message=f"scheduler {scheduler.pid} to tick")
+            assert scheduler.running(), scheduler.output()[-3000:]
+        return started
+
     def close(self) -> None:
         for scheduler in self.started:
             scheduler.close()

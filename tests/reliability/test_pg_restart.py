@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from loops.models import LoopRun, SchedulerHeartbeat
+from loops.models import LoopRun
 from tests.pgcluster import PgCluster, unavailable_reason
 from tests.processes import MANAGE, Schedulers, wait_for
 
@@ -103,16 +103,6 @@ def private_database(private_postgres, transactional_db):
         yield url
 
 
-def start_ready(schedulers: Schedulers, count: int):
-    """Start schedulers and wait until each clock has ticked (its heartbeat row exists)."""
-    started = schedulers.start(count)
-    for scheduler in started:
-        wait_for(lambda: SchedulerHeartbeat.objects.filter(pid=scheduler.pid).exists() or not scheduler.running(),
-                 timeout=60, message=f"scheduler {scheduler.pid} to tick")
-        assert scheduler.running(), scheduler.output()[-3000:]
-    return started
-
-
 def loops_delivered_since(loops, moment: datetime) -> set[str]:
     """The loops with a delivered run claimed at or after `moment`."""
     return set(LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in loops], status="delivered",
@@ -136,7 +126,7 @@ def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
     # A short lease: deliveries cut off by the server going away are re-driven within the test.
     schedulers = Schedulers(tmp_path, database_url=private_database, DSHLOOP_RUN_LEASE_SECONDS="5")
     try:
-        started = start_ready(schedulers, 2)
+        started = schedulers.start_ready(2)
         loops = make_loops(100, every=1, sessions=sessions)
         wait_for(lambda: delivered_at_least(loops, 2), timeout=30, interval=0.2,
                  message="two deliveries per loop before the restart")

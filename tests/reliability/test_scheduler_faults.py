@@ -16,26 +16,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from loops.models import SchedulerHeartbeat
 from tests.processes import Schedulers, wait_for
 
 from .invariants import check_invariants, delivered_at_least, delivered_per_scheduler, make_loops, settled
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
-
-
-def heartbeat_of(scheduler) -> bool:
-    """The scheduler's clock has ticked: it is past start-up and claiming."""
-    return SchedulerHeartbeat.objects.filter(pid=scheduler.pid).exists()
-
-
-def start_ready(schedulers: Schedulers, count: int):
-    started = schedulers.start(count)
-    for scheduler in started:
-        wait_for(lambda: heartbeat_of(scheduler) or not scheduler.running(), timeout=60,
-                 message=f"scheduler {scheduler.pid} to tick")
-        assert scheduler.running(), scheduler.output()[-3000:]
-    return started
 
 
 @pytest.mark.parametrize("processes", [2, 4])
@@ -45,7 +30,7 @@ def test_racing_schedulers_dispatch_every_occurrence_once(processes, schedulers,
         pytest.skip("SQLite serializes writers: four schedulers race exactly like two (PostgreSQL runs it)")
     loop_count = 1000 if connection.vendor == "postgresql" else 300
     sessions = [make_session(f"ses_{i:03d}").session_id for i in range(100)]
-    start_ready(schedulers, processes)
+    schedulers.start_ready(processes)
     loops = make_loops(loop_count, every=5, sessions=sessions)
 
     # The scenario: steady load until every loop has been delivered four times.
@@ -70,7 +55,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(tmp_path
     schedulers = Schedulers(tmp_path, DSHLOOP_RUN_LEASE_SECONDS="3")
     try:
         count = 2 if connection.vendor == "sqlite" else 3
-        running = start_ready(schedulers, count)
+        running = schedulers.start_ready(count)
         loops = make_loops(300, every=2, sessions=sessions)
         rng = random.Random(20261130)  # the same kill schedule on every run
         for _ in range(8):
@@ -79,7 +64,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(tmp_path
             time.sleep(rng.uniform(0.2, 3.0))
             victim = running.pop(rng.randrange(len(running)))
             victim.kill9()
-            running += start_ready(schedulers, 1)
+            running += schedulers.start_ready(1)
         until = timezone.now()
         wait_for(lambda: settled(until), timeout=90, interval=0.2, message="stuck runs to be recovered")
         for scheduler in running:
