@@ -26,11 +26,11 @@ def _captured(run) -> list[str]:
 
 def dshloop_claim_sql() -> str:
     """loops.claims.claim_due's SELECT … FOR UPDATE SKIP LOCKED of the earliest due loops."""
-    from loops.claims import CLAIM_BATCH, locked
+    from loops.claims import CLAIM_BATCH, free_rows
     from loops.models import Loop, LoopState
 
     due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=timezone.now()).order_by("next_at")
-    [sql] = _captured(lambda: list(locked(due)[:CLAIM_BATCH]))
+    [sql] = _captured(lambda: list(free_rows(due)[:CLAIM_BATCH]))
     return sql
 
 

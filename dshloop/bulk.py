@@ -6,8 +6,10 @@ quotes every value in Python: together they cost far more than the database's ow
 
 On PostgreSQL a whole batch is one statement over `unnest` of one array per column, bound on the
 server (Django's psycopg cursor binds on the client, quoting every value in Python); these
-statements bypass Django's query logging. On SQLite an executemany of one prepared statement is
-already cheap (no network round trips).
+statements bypass Django's query logging, but not its error translation: they run inside
+`connection.wrap_database_errors`, so a failure is Django's DatabaseError like any other (STYLE §18;
+a raw psycopg error once escaped the clock and ended the scheduler). On SQLite an executemany of
+one prepared statement is already cheap (no network round trips).
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ def _unnest(columns: Sequence[models.Field]) -> str:
     return f"unnest({arrays}) AS v({', '.join(quote(column.column) for column in columns)})"
 
 
-def _execute_unnest(sql: str, rows: list[list]) -> None:
-    """Run `sql` (one _unnest) with the rows transposed into arrays, bound on the server. It
-    runs on Django's connection, so inside the caller's transaction."""
+def _execute_unnest(sql: str, rows: list[list]) -> list[tuple]:
+    """Run `sql` (one _unnest) with the rows transposed into arrays, bound on the server; returns
+    what a RETURNING clause sent back. It runs on Django's connection, so inside the caller's
+    transaction, and its errors are Django's."""
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, [list(column) for column in zip(*rows)])
+        return cursor.fetchall() if cursor.description else []
 
 
 def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence]) -> None:
@@ -72,20 +76,35 @@ def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable
 
 
 def insert_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence], *,
-                skip_conflicts: bool = False) -> None:
-    """INSERT the rows (values in `fields` order); with skip_conflicts a row whose unique key
-    exists already is left out (ON CONFLICT DO NOTHING)."""
+                skip_conflicts: bool = False) -> set:
+    """INSERT the rows (values in `fields` order; the primary key among them); returns the primary
+    keys of the rows inserted. With skip_conflicts a row whose unique key exists already is left
+    out (ON CONFLICT DO NOTHING) and its key is not returned."""
+    meta = model._meta
     quote = connection.ops.quote_name
-    columns = [model._meta.get_field(name) for name in fields]
+    columns = [meta.get_field(name) for name in fields]
     params = _prepared(columns, rows)
     if not params:
-        return
-    table = quote(model._meta.db_table)
+        return set()
+    table, pk = quote(meta.db_table), quote(meta.pk.column)
     names = ", ".join(quote(column.column) for column in columns)
     conflict = " ON CONFLICT DO NOTHING" if skip_conflicts else ""
     if connection.vendor == "postgresql":
-        _execute_unnest(f"INSERT INTO {table} ({names}) SELECT * FROM {_unnest(columns)}{conflict}", params)
-        return
+        sql = f"INSERT INTO {table} ({names}) SELECT * FROM {_unnest(columns)}{conflict} RETURNING {pk}"
+        return {key for (key,) in _execute_unnest(sql, params)}
     placeholders = ", ".join("%s" for _ in columns)
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({placeholders}){conflict}", params)
+        if not skip_conflicts:
+            return {row[fields.index(meta.pk.name)] for row in params}
+        # SQLite's executemany cannot return rows: ask which of the new keys are there now.
+        keys = [row[fields.index(meta.pk.name)] for row in params]
+        inserted = set()
+        for start in range(0, len(keys), _SQLITE_MAX_VARIABLES):
+            chunk = keys[start:start + _SQLITE_MAX_VARIABLES]
+            cursor.execute(f"SELECT {pk} FROM {table} WHERE {pk} IN ({', '.join('%s' for _ in chunk)})", chunk)
+            inserted.update(key for (key,) in cursor.fetchall())
+        return inserted
+
+
+_SQLITE_MAX_VARIABLES = 900  # below SQLite's oldest limit on bound parameters (999)

@@ -45,9 +45,13 @@ def new_run_id() -> str:
     return "run_" + secrets.token_hex(8)
 
 
-def locked(queryset):
-    # On PostgreSQL the LIMIT sits in the top-level SELECT … FOR UPDATE SKIP LOCKED, not in a
-    # subquery (where it may lock more rows than the limit).
+def free_rows(queryset):
+    """The rows no other transaction holds, locked for this one: for taking work (claims, leases)
+    that any of several schedulers may take. Rows another transaction has locked are skipped.
+
+    On PostgreSQL the LIMIT sits in the top-level SELECT … FOR UPDATE SKIP LOCKED, not in a
+    subquery (where it may lock more rows than the limit). SQLite has no row locks: there the
+    callers' compare-and-swap updates and IMMEDIATE transactions do this job."""
     if connection.vendor == "postgresql":
         return queryset.select_for_update(skip_locked=True)
     return queryset
@@ -88,9 +92,9 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     """Claim up to `limit` due loops in one short transaction; returns the new run IDs."""
     from .tasks import enqueue_deliveries
 
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
-        loops = list(locked(due)[:limit])
+        loops = list(free_rows(due)[:limit])
         runs, advanced = [], []
         for loop in loops:
             due_at = loop.next_at
@@ -114,19 +118,43 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
                 advanced.append(loop)
             runs.append(run)
         update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in advanced])
-        insert_rows(LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs])
-        run_ids = [run.run_id for run in runs]
+        # The unique occurrence key is the last guard against a double dispatch: a run that holds
+        # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
+        # and only the runs inserted here are delivered.
+        inserted = insert_rows(LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs],
+                               skip_conflicts=True)
+        _skip_taken([run for run in runs if run.run_id not in inserted], {loop.loop_id: loop for loop in loops}, now)
+        run_ids = [run.run_id for run in runs if run.run_id in inserted]
         enqueue_deliveries(run_ids)
     return run_ids
+
+
+def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> None:
+    """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
+    does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
+    for run in runs:
+        taken = LoopRun.objects.filter(occurrence_key=run.occurrence_key).values_list("run_id", "status").first()
+        message = (f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
+                   f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice.")
+        logger.error("loop=%s scheduled=%s outcome=skipped error=%s", run.loop_id, run.scheduled_at.isoformat(), message)
+        # Its own key names the occurrence it stands for; the original key stays with the first run.
+        run.occurrence_key = f"{run.occurrence_key}:skipped:{run.run_id}"
+        run.status, run.error, run.finished_at, run.retry_at = RunStatus.SKIPPED, message, now, None
+        run.save(force_insert=True)
+        loop = loops[run.loop_id]
+        state = LoopState.FAILED if loop.kind == ScheduleKind.AFTER else LoopState.SCHEDULED
+        Loop.objects.filter(loop_id=loop.loop_id).update(
+            state=state, last_run_at=now, last_result="failed", last_error=message
+        )
 
 
 def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     """Re-enqueue open runs whose retry time has come (a backoff ended, or their driver died)."""
     from .tasks import enqueue_deliveries
 
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         stale = LoopRun.objects.filter(status__in=OPEN_STATUSES, retry_at__lte=now).order_by("retry_at")
-        run_ids = list(locked(stale).values_list("run_id", flat=True)[:limit])
+        run_ids = list(free_rows(stale).values_list("run_id", flat=True)[:limit])
         if not run_ids:
             return []
         # Pushing retry_at forward is what stops another clock from enqueueing them too (the

@@ -104,16 +104,27 @@ class Clock:
             try:
                 delay = self.tick()
                 failures = 0
-            except DatabaseError as exc:
+            except Exception as exc:  # noqa: BLE001 - only a signal stops the clock (issue 12)
                 delay = ERROR_BACKOFF[min(failures, len(ERROR_BACKOFF) - 1)]
                 failures += 1
-                logger.warning("database unavailable (%s); retrying in %ss", str(exc).strip(), delay)
-                close_old_connections()
-                connection.close()
-                self.waker.close()
+                if isinstance(exc, DatabaseError):  # e.g. a server restart: expected, no traceback
+                    logger.warning("database unavailable (%s); retrying in %ss", str(exc).strip(), delay)
+                else:
+                    logger.exception("the clock's tick raised; retrying in %ss", delay)
+                self.reset()
             if delay > 0:
                 self.waker.sleep(delay)
         self.shutdown()
+
+    def reset(self) -> None:
+        """Start the next tick afresh: a new connection and a new listener. A failure can leave
+        the connection unusable (a server restart) and costs little to redo (a rare path)."""
+        try:
+            close_old_connections()
+            connection.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection may raise; it is closed anyway
+            logger.debug("closing the connection after a failed tick raised", exc_info=True)
+        self.waker.close()
 
     def shutdown(self) -> None:
         self.waker.close()

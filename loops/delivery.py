@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,7 +28,7 @@ from dshloop.bulk import update_rows
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
 
-from .claims import OPEN_STATUSES, lease, locked
+from .claims import OPEN_STATUSES, free_rows, lease
 from .clock import MAX_SLEEP, notify_clocks
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
@@ -57,11 +56,11 @@ class Outcome:
 
 def _start(run_ids: list[str], now: datetime) -> list[LoopRun]:
     """Take the runs' leases in one transaction, so one driver at a time delivers each."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         free = LoopRun.objects.filter(
             Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id__in=run_ids, status__in=OPEN_STATUSES
         ).order_by("run_id")
-        runs = list(locked(free))
+        runs = list(free_rows(free))
         LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
             status=RunStatus.DELIVERING, attempt=F("attempt") + 1, started_at=Coalesce("started_at", Value(now)),
             lease_until=now + lease(), retry_at=now + lease(),
@@ -126,21 +125,21 @@ def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]
 
 
 def _record(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> None:
-    """Record a batch of outcomes and update their loops, in one transaction."""
-    with transaction.atomic():
-        # Only runs still under our lease are ours to record: if ours ran out and another driver
-        # took over, its record wins.
-        leases = {outcome.run.run_id: outcome.run.lease_until for outcome in outcomes}
-        ours = {
-            run_id for run_id, lease_until in locked(LoopRun.objects.filter(
-                run_id__in=list(leases), status__in=OPEN_STATUSES)).values_list("run_id", "lease_until")
-            if lease_until == leases[run_id]
-        }
-        outcomes = [outcome for outcome in outcomes if outcome.run.run_id in ours]
-        for outcome in outcomes:
-            _settle(outcome, now)
-        update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
-        _update_loops(outcomes, loops, now)
+    """Record a batch of outcomes and update their loops; the caller holds the transaction."""
+    # Only runs still under our lease are ours to record: if ours ran out and another driver took
+    # over, its record wins. These rows are ours (leased), so wait for a lock another transaction
+    # holds on one rather than skip it, in primary-key order like every writer of runs.
+    leases = {outcome.run.run_id: outcome.run.lease_until for outcome in outcomes}
+    ours = {
+        run_id for run_id, lease_until in LoopRun.objects.select_for_update().filter(
+            run_id__in=list(leases), status__in=OPEN_STATUSES).order_by("run_id").values_list("run_id", "lease_until")
+        if lease_until == leases[run_id]
+    }
+    outcomes = [outcome for outcome in outcomes if outcome.run.run_id in ours]
+    for outcome in outcomes:
+        _settle(outcome, now)
+    update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
+    _update_loops(outcomes, loops, now)
 
 
 _RUN_FIELDS = ("status", "error", "retry_at", "finished_at", "lease_until", "target_session_id", "fallback")
@@ -198,9 +197,15 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
         return 0
     host = get_host()
     loops = {loop.loop_id: loop for loop in Loop.objects.filter(loop_id__in={run.loop_id for run in runs})}
-    with transaction.atomic() if host.transactional else nullcontext():
+    if host.transactional:
+        # The embedded host: messages, target changes and records commit together.
+        with transaction.atomic(durable=True):
+            _record(_deliver(runs, loops, host), loops, clock())
+    else:
+        # A remote host's deliveries are side effects: no transaction is held open across them.
         outcomes = _deliver(runs, loops, host)
-        _record(outcomes, loops, clock())
+        with transaction.atomic(durable=True):
+            _record(outcomes, loops, clock())
     return len(runs)
 
 

@@ -51,6 +51,9 @@ class Loop(models.Model):
             # next_at <= now ORDER BY next_at LIMIT n, and the sleep query (MIN next_at).
             models.Index(fields=["next_at"], condition=Q(state="scheduled"), name="loop_due_idx"),
             models.Index(fields=["created_at"], name="loop_created_idx"),
+            # The quota count for "new"/"self" loops (selectors.active_loops_in_quota):
+            # WHERE created_by_session_id = X AND session_id IN ('new', 'self') AND state <> 'completed'.
+            models.Index(fields=["created_by_session_id", "session_id"], name="loop_creator_idx"),
         ]
 
     def __str__(self) -> str:
@@ -70,6 +73,8 @@ class RunStatus(models.TextChoices):
     DELIVERING = "delivering"
     DELIVERED = "delivered"
     FAILED = "failed"
+    # Never delivered, on purpose: its occurrence already had a run (the reason is in `error`).
+    SKIPPED = "skipped"
 
 
 class LoopRun(models.Model):

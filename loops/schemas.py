@@ -153,7 +153,7 @@ class RunView(BaseModel):
     loop_id: str
     occurrence_key: str
     scheduled_at: int
-    status: Literal["claimed", "delivering", "delivered", "failed"]
+    status: Literal["claimed", "delivering", "delivered", "failed", "skipped"]
     attempt: int
     missed: int | None = None
     target_session_id: str | None = None

@@ -342,6 +342,80 @@ def test_poisoned_loop_does_not_take_a_slot_from_later_healthy_loops(create):
     assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in run_ids] == [healthy.loop_id]
 
 
+# --- a stray run row holding an occurrence key (issue 12, defect 1) ---------------------------------
+
+
+def _stray_run(loop: Loop, scheduled_at: datetime, *, status: str = RunStatus.DELIVERED) -> LoopRun:
+    """A run left by a restored backup, or kept when next_at was moved back by hand."""
+    return LoopRun.objects.create(
+        run_id="run_stray", loop_id=loop.loop_id, occurrence_key=claims.occurrence_key(loop.loop_id, scheduled_at),
+        scheduled_at=scheduled_at, status=status, prompt=loop.prompt, target=loop.session_id, claimed_at=T0,
+        finished_at=T0,
+    )
+
+
+def test_occurrence_that_already_has_a_run_is_skipped_visibly_and_the_batch_goes_on(create):
+    poisoned = create(every(10))
+    healthy = [create(every(10)), create(every(10))]
+    _stray_run(poisoned, T0 + s(10))
+    now = T0 + s(10)
+
+    run_ids = claim(now)
+
+    assert sorted(LoopRun.objects.get(run_id=run_id).loop_id for run_id in run_ids) == sorted(
+        loop.loop_id for loop in healthy)
+    assert enqueued_run_ids() == run_ids  # the skipped occurrence is not delivered
+    skipped = LoopRun.objects.get(loop_id=poisoned.loop_id, status=RunStatus.SKIPPED)
+    assert skipped.scheduled_at == T0 + s(10) and skipped.finished_at == now and skipped.retry_at is None
+    assert "already has run run_stray (delivered)" in skipped.error
+    assert skipped.occurrence_key.startswith(f"{poisoned.loop_id}@{to_ms(T0 + s(10))}:skipped:")
+    stray = LoopRun.objects.get(run_id="run_stray")
+    assert stray.status == RunStatus.DELIVERED  # the first run keeps its key and its history
+    refreshed(poisoned)
+    # The loop goes on to its next occurrence, with the reason on it.
+    assert (poisoned.state, poisoned.next_at) == (LoopState.SCHEDULED, T0 + s(20))
+    assert poisoned.last_result == "failed" and poisoned.last_error == skipped.error
+
+    next_ids = claim(T0 + s(20))
+    assert LoopRun.objects.get(loop_id=poisoned.loop_id, run_id__in=next_ids).status == RunStatus.CLAIMED
+
+
+def test_one_shot_whose_occurrence_already_has_a_run_fails_with_the_reason(create):
+    once = create({"kind": "after", "after_seconds": 30})
+    _stray_run(once, T0 + s(30), status=RunStatus.CLAIMED)
+
+    assert claim(T0 + s(30)) == []
+
+    refreshed(once)
+    assert (once.state, once.next_at, once.last_result) == (LoopState.FAILED, None, "failed")
+    assert "already has run run_stray (claimed)" in once.last_error
+    assert claim(T0 + s(60)) == []
+
+
+def test_bulk_errors_are_djangos_database_errors(create):
+    """A raw psycopg cursor's error escaped the clock, which only knows Django's DatabaseError."""
+    from django.db import DatabaseError, transaction
+
+    from dshloop.bulk import insert_rows
+
+    loop = create(every(10))
+    stray = _stray_run(loop, T0 + s(10))
+    row = [getattr(stray, name) for name in claims.RUN_COLUMNS]
+    with pytest.raises(DatabaseError), transaction.atomic():
+        insert_rows(LoopRun, claims.RUN_COLUMNS, [row])
+
+
+def test_claim_and_recover_refuse_to_run_inside_another_transaction(create):
+    """They are top-level units of work (durable): nested by mistake, they would commit with
+    the caller instead of on their own, so they fail loudly."""
+    from django.db import transaction
+
+    create(every(10))
+    for step in (claim_due, recover_runs):
+        with transaction.atomic(), pytest.raises(RuntimeError, match="durable"):
+            step(now=T0 + s(10))
+
+
 # --- batches ------------------------------------------------------------------------------------
 
 

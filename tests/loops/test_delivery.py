@@ -355,6 +355,7 @@ def test_re_driving_a_delivered_run_does_nothing(create, make_session):
     assert refreshed(run).attempt == 1 and run.status == RunStatus.DELIVERED
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_run_held_by_a_live_driver_is_not_taken_over(create, make_session, monkeypatch):
     make_session("ses_target")
     loop = create(session_id="ses_target")
@@ -362,14 +363,23 @@ def test_a_run_held_by_a_live_driver_is_not_taken_over(create, make_session, mon
     now = T0 + s(10)
     second_driver = []
 
+    def duplicated_task():  # the same run, driven by another worker (its own connection)
+        try:
+            second_driver.append(deliver_run(run.run_id))
+        finally:
+            connection.close()
+
+    other = threading.Thread(target=duplicated_task)
     real_deliver_many = LocalHost.deliver_many
 
     def deliver_while_another_driver_tries(self, *args, **kwargs):
-        second_driver.append(deliver_run(run.run_id))  # a duplicated task, same moment
+        other.start()  # the lease is taken and committed; the delivery is under way
         return real_deliver_many(self, *args, **kwargs)
 
     monkeypatch.setattr(LocalHost, "deliver_many", deliver_while_another_driver_tries)
-    assert deliver(run.run_id, now) is True
+    with time_machine.travel(now, tick=False):  # both drivers see the first one's lease as live
+        assert deliver_run(run.run_id) is True
+        other.join(30)  # (on SQLite it waits for the first driver's write transaction)
     assert second_driver == [False]
     assert len(inbox()) == 1
 
@@ -809,3 +819,49 @@ def test_loop_deleted_while_its_run_is_being_recorded_does_not_break_the_record(
     assert run.status == RunStatus.DELIVERED  # it was delivered: history must not say otherwise
     assert len(inbox("ses_target")) == 1
     assert not Loop.objects.filter(loop_id=loop.loop_id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_leased_run_locked_by_another_transaction_is_waited_for_not_dropped(create, make_session, monkeypatch):
+    """Recording locks rows this driver already leases: one locked elsewhere (e.g. an operator's
+    edit in the admin) is still ours, so the record waits for it rather than skip it (issue 12,
+    defect 5: with SKIP LOCKED the outcome was silently thrown away and the run re-driven)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs concurrent writers and row locks (PostgreSQL); SQLite serializes writers")
+    make_session("ses_target")
+    loop = create(session_id="ses_target")
+    run = claim_one(loop)
+    locked, release, errors = threading.Event(), threading.Event(), []
+
+    def lock_and_hold():
+        try:
+            with transaction.atomic():
+                list(LoopRun.objects.select_for_update().filter(run_id=run.run_id))
+                locked.set()
+                release.wait(10)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            locked.set()
+            connection.close()
+
+    holder = threading.Thread(target=lock_and_hold)
+    real_deliver_many = LocalHost.deliver_many
+
+    def deliver_then_lock_elsewhere(self, *args, **kwargs):
+        result = real_deliver_many(self, *args, **kwargs)
+        holder.start()  # after the lease was taken, before the record
+        assert locked.wait(10)
+        threading.Timer(0.3, release.set).start()
+        return result
+
+    monkeypatch.setattr(LocalHost, "deliver_many", deliver_then_lock_elsewhere)
+    try:
+        assert deliver(run.run_id, T0 + s(10)) is True
+    finally:
+        release.set()
+        holder.join(10)
+    assert errors == []
+    refreshed(run)
+    assert run.status == RunStatus.DELIVERED and run.lease_until is None
+    assert len(inbox("ses_target")) == 1
