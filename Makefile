@@ -19,7 +19,16 @@ $(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@ $(RUN_STAMP)
 
-run: $(RUN_STAMP)
+# The embedded mode's files live under var/ (DSHLOOP_VAR_DIR): the SQLite database and a secret key
+# made once here, so that sign-ins survive restarts. Settings only read the key (DJANGO_SECRET_KEY,
+# when set, wins); importing them writes nothing.
+VAR_DIR := $(or $(DSHLOOP_VAR_DIR),var)
+
+$(VAR_DIR)/secret_key: | $(VENV)/bin/python
+	mkdir -p $(VAR_DIR)
+	umask 077 && $(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@.tmp && mv $@.tmp $@
+
+run: $(RUN_STAMP) $(VAR_DIR)/secret_key
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap
 	exec $(PY) manage.py serve

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -63,6 +64,9 @@ def setup_django() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "dshloop.settings"
     os.environ["DATABASE_URL"] = db.url(db.DSHLOOP_DB)
     os.environ.setdefault("DSHLOOP_HOST", "local")
+    # Settings refuse PostgreSQL without a secret key; every process of the run (both systems'
+    # schedulers and migrations, bench.systems) inherits this one from os.environ.
+    os.environ.setdefault("DJANGO_SECRET_KEY", "dshloop-bench-" + secrets.token_urlsafe(32))
     import django
 
     django.setup()

@@ -1,14 +1,20 @@
 """dshloop settings: everything that varies between machines comes from the environment.
 
 Small typed helpers read each variable and fail loudly (ImproperlyConfigured) on a bad
-value, so a typo in production is a start-up error, not a silent default.
+value, so a typo in production is a start-up error, not a silent default. Importing settings
+writes nothing: files under var/ are made by `make run` (Makefile) or on first use.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import secrets
+import tempfile
+import warnings
 import zoneinfo
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -64,19 +70,63 @@ def env_time_zone(name: str, default: str) -> str:
     return value
 
 
-DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY")
-if not SECRET_KEY:
-    # Zero set-up for the embedded mode: a per-checkout key kept under var/.
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        import secrets
+def _is_origin(text: str) -> bool:
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a port that is not a number, or out of range
+        return False
+    return (parts.scheme in {"http", "https"} and bool(parts.hostname) and port_ok
+            and not (parts.path or parts.query or parts.fragment or "@" in parts.netloc))
 
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        key_file.write_text(secrets.token_urlsafe(50))
-    SECRET_KEY = key_file.read_text().strip()
+
+def env_origins(name: str) -> list[str]:
+    """A comma list of origins as CSRF_TRUSTED_ORIGINS compares them: scheme://host[:port], no path
+    (Django matches the browser's Origin header exactly, so "https://x.org/" would never match)."""
+    origins = env_list(name, [])
+    for origin in origins:
+        if not _is_origin(origin):
+            raise ImproperlyConfigured(
+                f"{name} must be a comma-separated list of origins such as https://loops.example.com "
+                f"(scheme and host, optionally :port, or https://*.example.com), not {origin!r}.")
+    return origins
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """SECURE_PROXY_SSL_HEADER from "HTTP_X_FORWARDED_PROTO=https": the header the proxy sets, named
+    as Django's request.META names it, and the value that means the client used HTTPS."""
+    raw = env_str(name)
+    if not raw:
+        return None
+    header, _, value = (part.strip() for part in raw.partition("="))
+    if not re.fullmatch(r"HTTP_[A-Z0-9_]+", header) or not re.fullmatch(r"[^\s=]+", value):
+        raise ImproperlyConfigured(
+            f"{name} must look like HTTP_X_FORWARDED_PROTO=https (the header your proxy sets, as "
+            f"request.META names it, then '=' and the value it sends for HTTPS), not {raw!r}.")
+    return header, value
+
+
+def read_key_file(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")  # without it: the embedded mode's key file, see DATABASES
+SECRET_KEY_FILE = VAR_DIR / "secret_key"  # written once by `make run`, only read here
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+# Behind a TLS-terminating proxy (README "Running in production"): the origins the panel's forms
+# are posted from, the header that tells Django a request came over HTTPS, and cookies sent over
+# HTTPS only. The cookie switches keep Django's names (those `manage.py check --deploy` reports),
+# one each as in Django, and are off by default as in Django: `make run` serves plain HTTP, where a
+# client that honours Secure never sends the cookie back, so signing in would fail.
+CSRF_TRUSTED_ORIGINS = env_origins("DJANGO_CSRF_TRUSTED_ORIGINS")
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", False)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -137,8 +187,9 @@ def database_from_url(url: str) -> dict:
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
         # A file (not :memory:) so that scheduler processes started by tests share it; one per
-        # test run, so that concurrent runs on one checkout do not collide.
-        config["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+        # test run, so that concurrent runs do not collide. In the temporary directory, which
+        # exists on a fresh clone (settings create no var/).
+        config["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"dshloop-test-{os.getpid()}.sqlite3")}
     else:
         # FIELD-NOTES: django-q2 closes "old" connections on every broker step; persistent,
         # health-checked connections avoid a new connection per poll.
@@ -150,10 +201,20 @@ def database_from_url(url: str) -> dict:
     return config
 
 
-(VAR_DIR / "static").mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": database_from_url(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'dshloop.sqlite3'}")),
 }
+if not SECRET_KEY:
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set when DATABASE_URL is not SQLite: every process on a shared "
+            "database (API servers and schedulers, on any machine) must sign sign-in sessions and CSRF "
+            "tokens with the same key, or users are signed out and forms refused between them. Make one "
+            "with: python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+    # Zero set-up for the embedded mode: `make run` writes var/secret_key once, so sign-ins survive
+    # restarts. Until it exists (tests, a manage.py command before the first `make run`), a key
+    # for this process alone.
+    SECRET_KEY = read_key_file(SECRET_KEY_FILE) or secrets.token_urlsafe(50)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -170,6 +231,9 @@ STATIC_ROOT = VAR_DIR / "static"  # collectstatic target; whitenoise serves from
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
 # Serve straight from the app folders: `make run` works without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
+# Until collectstatic makes STATIC_ROOT, whitenoise warns "No directory at: …" on start-up; the
+# finders serve every file meanwhile, so that warning (for this directory only) says nothing.
+warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {os.path.abspath(STATIC_ROOT)}"))
 
 LOGIN_URL = "/admin/login/"
 
@@ -183,6 +247,9 @@ DSHLOOP_HOST_TIMEOUT_SECONDS = env_int("DSHLOOP_HOST_TIMEOUT_SECONDS", 10)
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
+# Contract §3 quota_exceeded (issue 12): at most this many active loops per target session, and per
+# creating session for "new" and "self" loops (loops.services.check_loop_quota).
+DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION = env_int("DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION", 1000)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
 # (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.

@@ -44,6 +44,30 @@ def session_upsert(*, session_id: str, changes: dict, now: datetime | None = Non
     return header
 
 
+# The fields an HTTP host owns in the cache (contract §6); global_interface and created_for stay.
+_HOST_HEADER_FIELDS = ("status", "updated_at", "preset", "model", "user_title", "generated_title", "first_prompt")
+
+
+def session_headers_cache(*, headers: list[SessionHeader]) -> None:
+    """Refresh the cached headers of an HTTP host's sessions in one bulk upsert: new sessions are
+    inserted, known ones get the host's fields (INSERT … ON CONFLICT (session_id) DO UPDATE).
+
+    The headers come validated (sessions_app.hosts.http). One ID sent twice keeps its newest
+    header: PostgreSQL refuses to update one row twice in a statement. PostgreSQL writes any list
+    in one statement; SQLite in one per 99 sessions (Django keeps it under 999 bound parameters).
+    """
+    newest: dict[str, SessionHeader] = {}
+    for header in headers:
+        known = newest.get(header.session_id)
+        if known is None or header.updated_at >= known.updated_at:
+            newest[header.session_id] = header
+    if newest:
+        SessionHeader.objects.bulk_create(
+            list(newest.values()), update_conflicts=True, unique_fields=["session_id"],
+            update_fields=list(_HOST_HEADER_FIELDS),
+        )
+
+
 def preset_upsert(*, name: str, mountable: bool) -> Preset:
     preset, _ = Preset.objects.update_or_create(name=name, defaults={"mountable": mountable})
     return preset

@@ -72,8 +72,11 @@ class Schedulers:
     def __init__(self, log_dir: Path, *, database_url: str | None = None, **extra_env: str):
         """database_url: where the schedulers run (default: the test database)."""
         self.log_dir = log_dir
+        # The test's own secret key: settings refuse PostgreSQL without one, and processes that share
+        # a database must share it.
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings",
-                    "DATABASE_URL": database_url or test_database_url(), "PYTHONUNBUFFERED": "1", **extra_env}
+                    "DATABASE_URL": database_url or test_database_url(), "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+                    "PYTHONUNBUFFERED": "1", **extra_env}
         self.started: list[Scheduler] = []
 
     def start(self, count: int = 1) -> list[Scheduler]:

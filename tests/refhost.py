@@ -1,7 +1,9 @@
 """A reference DSH host: contract §6 over real loopback sockets, with an in-memory store.
 
 Tests use it as a real peer for DSHLOOP_HOST=http, and tell it to misbehave: go down (the port
-refuses connections), answer 500, hang past the client's timeout, or send malformed JSON.
+refuses connections), answer 500, hang past the client's timeout, or send malformed JSON. Two
+answers a real host may give are switches too: `global_id_only` (GET /global-session names the
+session only) and `listed_extra` (raw items added to every GET /sessions answer, e.g. invalid ones).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class RefHost:
         self.new_message_keys: Counter = Counter()  # Idempotency-Key -> times it created a new message
         self.calls: list[tuple[str, str]] = []
         self.fault = "ok"
+        self.global_id_only = False  # GET /global-session answers {"session_id"} alone (contract §6 allows it)
+        self.listed_extra: list = []  # appended as they are to every GET /sessions answer
         self.server: ThreadingHTTPServer | None = None
         self.port = 0
         self.connections: set = set()
@@ -101,10 +105,13 @@ class RefHost:
             limit = int(query.get("limit", ["50"])[0])
             with self.lock:
                 ordered = sorted(self.sessions.values(), key=lambda s: s["updated_at"], reverse=True)
-            return 200, {"sessions": ordered[:limit]}
+                extra = list(self.listed_extra)
+            return 200, {"sessions": ordered[:limit] + extra}
         if method == "GET" and path == "/global-session":
             with self.lock:
                 session = self.sessions.get(self.global_id or "")
+            if session and self.global_id_only:
+                return 200, {"session_id": session["session_id"]}
             return (200, session) if session else (404, {"error": "no global interface"})
         if match := re.fullmatch(r"/presets/([^/]+)", path):
             with self.lock:

@@ -5,25 +5,31 @@ timeouts, 5xx, 429 and malformed JSON are transient; a 404 on the target is perm
 "missing" for lookups); any other 4xx is permanent, carrying the host's message.
 
 Session headers the host returns are written to the local cache (SessionHeader), so that
-list_sessions still answers with durable titles when a session is cold or the host is down.
-dshloop never asks the host to generate or refresh a title.
+list_sessions still answers with durable titles when a session is cold or the host is down:
+one bulk upsert per list, and a session the host sent malformed is skipped (and logged), not
+fatal for the others. dshloop never asks the host to generate or refresh a title.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from datetime import UTC, datetime
 
 import httpx
+from django.core.exceptions import ValidationError
 
 from dshloop.timeutil import from_ms
 from sessions_app.models import SessionHeader, SessionStatus
-from sessions_app.selectors import session_info
+from sessions_app.selectors import session_info, session_list
+from sessions_app.services import session_headers_cache
 
 from .base import Delivered, HostError, Message, PresetInfo, SessionInfo, deliver_each
 
 _STATUSES = {choice.value for choice in SessionStatus}
+
+logger = logging.getLogger("dshloop.hosts")
 
 
 class NotFoundOnHost(HostError):
@@ -43,6 +49,18 @@ def _parse_time(value) -> datetime:
 def _text(data: dict, key: str) -> str:
     value = data.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _storable(text: str) -> bool:
+    """Whether every database can store the text: PostgreSQL refuses NUL, and none can store a
+    lone surrogate (which JSON's "\\ud800" escapes can carry)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class HttpHost:
@@ -95,8 +113,9 @@ class HttpHost:
             raise HostError(f"The DSH host sent {type(data).__name__} where {what} was expected.", transient=True)
         return data
 
-    def _cache(self, data: dict) -> SessionInfo:
-        """Validate one session from the host and refresh its cached header."""
+    def _header(self, data) -> SessionHeader:
+        """One session from the host as an unsaved cache row, validated as the model validates
+        (status, lengths) and storable, so that one bad session cannot fail a bulk write."""
         data = self._object(data, "a session object")
         session_id, status = data.get("session_id"), data.get("status")
         if not isinstance(session_id, str) or not session_id or status not in _STATUSES:
@@ -104,29 +123,62 @@ class HttpHost:
         try:
             updated_at = _parse_time(data.get("updated_at"))
         except (ValueError, TypeError, OverflowError) as exc:
-            raise HostError(f"The DSH host sent an invalid updated_at for {session_id}.", transient=True) from exc
-        fields = {
-            "status": status, "updated_at": updated_at, "preset": _text(data, "preset"), "model": _text(data, "model"),
+            raise HostError(f"The DSH host sent an invalid updated_at for {session_id!r}.", transient=True) from exc
+        header = SessionHeader(
+            session_id=session_id, status=status, updated_at=updated_at,
+            preset=_text(data, "preset"), model=_text(data, "model"),
             # A host that already folded the title sends `title`; one with the durable fields sends those.
-            "user_title": _text(data, "user_title") or _text(data, "title"),
-            "generated_title": _text(data, "generated_title"), "first_prompt": _text(data, "first_prompt"),
-        }
-        header, _ = SessionHeader.objects.update_or_create(session_id=session_id, defaults=fields)
+            user_title=_text(data, "user_title") or _text(data, "title"),
+            generated_title=_text(data, "generated_title"), first_prompt=_text(data, "first_prompt"),
+        )
+        texts = (session_id, header.preset, header.model, header.user_title, header.generated_title,
+                 header.first_prompt)
+        try:
+            if not all(_storable(text) for text in texts):
+                raise ValidationError("a text holds a NUL character or a lone surrogate")
+            header.full_clean(validate_unique=False, validate_constraints=False)
+        except ValidationError as exc:
+            raise HostError(f"The DSH host sent an invalid session {session_id[:80]!r}: {'; '.join(exc.messages)}",
+                            transient=True) from exc
+        return header
+
+    def _cache(self, data) -> SessionInfo:
+        """Validate one session from the host and refresh its cached header."""
+        header = self._header(data)
+        session_headers_cache(headers=[header])
         return session_info(header)
+
+    def _headers(self, data) -> list[SessionHeader]:
+        """The valid sessions of a GET /sessions answer; the invalid ones are skipped, and logged."""
+        items = data.get("sessions") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            logger.warning("The DSH host sent no session list for GET /sessions (%s); list_sessions answers "
+                           "from the cache.", type(items).__name__)
+            return []
+        headers, problems = [], []
+        for item in items:
+            try:
+                headers.append(self._header(item))
+            except HostError as exc:
+                problems.append(str(exc))
+        if problems:
+            logger.warning("Skipped %d of %d sessions the DSH host sent for GET /sessions (the rest are cached); "
+                           "first: %s", len(problems), len(items), problems[0])
+        return headers
 
     # -- Host interface ---------------------------------------------------------------------------------
 
     def list_sessions(self, *, limit: int) -> list[SessionInfo]:
-        """The host's live sessions merged into the cache, then the newest `limit` of both (spec §7)."""
+        """The host's live sessions merged into the cache (one bulk upsert), then the newest `limit`
+        of both (spec §7)."""
         try:
             data = self._request("GET", "/sessions", params={"limit": limit})
-            items = data.get("sessions", []) if isinstance(data, dict) else data
-            for item in items if isinstance(items, list) else []:
-                self._cache(item)
-        except HostError:
-            pass  # the cached headers still answer: cold sessions live there anyway
-        headers = SessionHeader.objects.order_by("-updated_at", "session_id")[:limit]
-        return [session_info(header) for header in headers]
+        except HostError as exc:
+            # The cached headers still answer (cold sessions live there anyway), perhaps stale: say why.
+            logger.warning("list_sessions answers from the cached session headers: %s", exc)
+        else:
+            session_headers_cache(headers=self._headers(data))
+        return session_list(limit=limit)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         try:
@@ -138,9 +190,16 @@ class HttpHost:
         if self.global_session_id:
             return self.get_session(self.global_session_id)
         try:
-            return self._cache(self._request("GET", "/global-session"))
+            data = self._object(self._request("GET", "/global-session"), "the global session")
         except NotFoundOnHost:
             return None
+        if "status" in data:
+            return self._cache(data)
+        # contract §6: a host may name the global session only; its header is at GET /sessions/{id}.
+        session_id = data.get("session_id")
+        if not isinstance(session_id, str) or not session_id:
+            raise HostError("The DSH host sent a global session without a session_id.", transient=True)
+        return self.get_session(session_id)
 
     def get_preset(self, name: str) -> PresetInfo | None:
         try:

@@ -33,9 +33,10 @@ MODES = ["legacy", "auto"]  # the initialize handshake (today's clients) and the
 
 
 def child_env() -> dict:
-    """A child process on the test database and the embedded host, whatever this shell exports."""
+    """A child process on the test database and the embedded host, whatever this shell exports
+    (with the test's secret key: settings refuse PostgreSQL without one)."""
     return {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": test_database_url(),
-            "DSHLOOP_HOST": "local", "PYTHONUNBUFFERED": "1"}
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY, "DSHLOOP_HOST": "local", "PYTHONUNBUFFERED": "1"}
 
 
 def free_port() -> int:

@@ -96,7 +96,8 @@ def private_database(private_postgres, transactional_db):
     url = private_postgres.create_database("dshloop")
     migrate = subprocess.run(
         [sys.executable, str(MANAGE), "migrate", "--noinput"], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": url},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": url,
+             "DJANGO_SECRET_KEY": settings.SECRET_KEY},
     )
     assert migrate.returncode == 0, migrate.stdout + migrate.stderr
     with default_connection_at(url):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError
@@ -15,6 +19,27 @@ SOURCE = {"kind": "loop", "loop_id": "loop_1", "run_id": "run_1", "occurrence_ke
 @pytest.fixture
 def http(refhost, db) -> HttpHost:
     return HttpHost(refhost.url, refhost.token, timeout=0.5)
+
+
+@pytest.fixture
+def host_log(caplog):
+    """caplog, sure to see the hosts logger: settings stop "dshloop" from propagating to the root
+    logger, where caplog listens (pytest's logging plugin may already have attached it there)."""
+    logger = logging.getLogger("dshloop.hosts")
+    attach = caplog.handler not in logging.getLogger("dshloop").handlers
+    if attach:
+        logger.addHandler(caplog.handler)
+    yield caplog
+    if attach:
+        logger.removeHandler(caplog.handler)
+
+
+def host_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "dshloop.hosts" and r.levelno == logging.WARNING]
+
+
+def cache_writes(queries) -> list[str]:
+    return [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))]
 
 
 def test_settings_select_the_http_host(refhost, settings):
@@ -51,6 +76,71 @@ def test_list_sessions_merges_live_sessions_with_cached_cold_ones(refhost, http)
     assert sessions["ses_cached_cold"].title == "From the cache"
 
 
+def test_list_sessions_writes_the_cache_in_one_statement_whatever_the_number_of_sessions(refhost, http):
+    SessionHeader.objects.create(session_id="ses_000", status="cold", updated_at="2020-01-01T00:00:00Z",
+                                 created_for="loop_1@1000", generated_title="Old title")
+    refhost.put_session("ses_000", status="running", user_title="Now titled")
+    refhost.put_session("ses_001", status="idle")
+    with CaptureQueriesContext(connection) as two:
+        http.list_sessions(limit=500)
+    for index in range(2, 60):
+        refhost.put_session(f"ses_{index:03d}", status="cold", first_prompt=f"Prompt {index}")
+    with CaptureQueriesContext(connection) as sixty:
+        sessions = http.list_sessions(limit=500)
+
+    # One upsert (inserts the new, updates the known) and the same statements for 2 sessions or 60;
+    # before, each session cost its own SELECT and INSERT/UPDATE.
+    assert len(cache_writes(two.captured_queries)) == len(cache_writes(sixty.captured_queries)) == 1
+    assert len(sixty.captured_queries) == len(two.captured_queries) == 2  # the upsert, then the read
+    assert len(sessions) == 60 and SessionHeader.objects.count() == 60
+    refreshed = SessionHeader.objects.get(session_id="ses_000")
+    assert (refreshed.status, refreshed.user_title) == ("running", "Now titled")
+    assert refreshed.created_for == "loop_1@1000"  # what only dshloop knows is kept
+    assert SessionHeader.objects.get(session_id="ses_059").first_prompt == "Prompt 59"
+
+
+def test_list_sessions_skips_and_logs_invalid_sessions_and_caches_the_rest(refhost, http, host_log):
+    refhost.put_session("ses_good", status="idle", user_title="Good")
+    valid = {"status": "idle", "updated_at": "2026-01-01T00:00:00+00:00"}
+    refhost.listed_extra = [
+        "not an object",
+        {"session_id": 5, "status": "idle", "updated_at": 0},
+        {"session_id": "ses_asleep", "status": "asleep", "updated_at": 0},
+        {"session_id": "ses_no_time", "status": "idle"},
+        {"session_id": "x" * 300, **valid},  # longer than the column
+        {"session_id": "ses_long_preset", **valid, "preset": "p" * 300},
+        {"session_id": "ses_nul", **valid, "user_title": "a\x00b"},  # PostgreSQL refuses NUL
+        {"session_id": "ses_surrogate", **valid, "first_prompt": "\ud800"},  # no database stores it
+        # One ID twice (PostgreSQL refuses to upsert a row twice in one statement): the newest wins.
+        {"session_id": "ses_twice", **valid, "status": "cold"},
+        {"session_id": "ses_twice", "status": "running", "updated_at": "2026-01-02T00:00:00+00:00"},
+    ]
+
+    sessions = {s.session_id: s for s in http.list_sessions(limit=50)}
+
+    assert set(sessions) == {"ses_good", "ses_twice"}
+    assert sessions["ses_good"].title == "Good" and sessions["ses_twice"].status == "running"
+    [warning] = host_warnings(host_log)
+    assert "Skipped 8 of 11 sessions" in warning and "a session object" in warning
+
+
+def test_list_sessions_logs_a_failed_host_call_and_answers_from_the_cache(refhost, http, host_log):
+    refhost.put_session("ses_live", status="idle")
+    http.list_sessions(limit=10)
+    assert host_warnings(host_log) == []
+
+    refhost.fault = "error500"
+    assert [s.session_id for s in http.list_sessions(limit=10)] == ["ses_live"]
+    refhost.fault = "malformed"
+    assert [s.session_id for s in http.list_sessions(limit=10)] == ["ses_live"]
+    refhost.stop()
+    assert [s.session_id for s in http.list_sessions(limit=10)] == ["ses_live"]
+
+    warnings = host_warnings(host_log)
+    assert len(warnings) == 3 and all("answers from the cached session headers" in w for w in warnings)
+    assert "answered 500" in warnings[0] and "malformed JSON" in warnings[1] and "unreachable" in warnings[2]
+
+
 def test_listing_sessions_triggers_no_title_generation_call(refhost, http, api):
     refhost.put_session("ses_untitled", status="idle")
     response = api.tool("list_sessions", {})
@@ -77,6 +167,21 @@ def test_global_session_and_presets(refhost, http):
     assert http.global_session().session_id == "ses_ui"
     assert http.get_preset("reviewer").mountable is True
     assert http.get_preset("locked").mountable is False
+
+
+def test_a_global_session_named_by_id_only_is_read_from_its_session(refhost, http):
+    refhost.put_session("ses_ui", global_interface=True, status="cold", preset="p", user_title="Global interface")
+    refhost.global_id_only = True
+
+    session = http.global_session()
+
+    assert (session.session_id, session.status, session.preset, session.title) == (
+        "ses_ui", "cold", "p", "Global interface")
+    assert refhost.calls[-2:] == [("GET", "/global-session"), ("GET", "/sessions/ses_ui")]
+    assert SessionHeader.objects.get(session_id="ses_ui").status == "cold"  # cached as any other read
+    # The host names a session it then does not know: no global interface, as a 404 would say.
+    del refhost.sessions["ses_ui"]
+    assert http.global_session() is None
 
 
 def test_deliver_is_idempotent_on_the_occurrence_key(refhost, http):

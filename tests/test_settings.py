@@ -1,0 +1,128 @@
+"""dshloop/settings.py read from a clean environment, in a child process per case (settings are
+read once per process): proxy and cookie settings, loud failures, the secret key, no writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SHOW = ("SECRET_KEY", "CSRF_TRUSTED_ORIGINS", "SECURE_PROXY_SSL_HEADER", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE")
+NO_KEY_MESSAGE = "DJANGO_SECRET_KEY must be set when DATABASE_URL is not SQLite"
+
+
+def import_settings(var_dir: Path, code: str = "", **env: str) -> subprocess.CompletedProcess:
+    """Import the settings in a fresh interpreter with only PATH, DSHLOOP_VAR_DIR and `env` set."""
+    script = "import json\nimport dshloop.settings as s\n" + (code or (
+        f"print(json.dumps({{name: getattr(s, name) for name in {SHOW!r}}}))"))
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DSHLOOP_VAR_DIR": str(var_dir), **env}
+    return subprocess.run([sys.executable, "-c", script], env=clean, cwd=BASE_DIR, capture_output=True, text=True,
+                          timeout=60)
+
+
+def settings_of(var_dir: Path, **env: str) -> dict:
+    done = import_settings(var_dir, **env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def refused(var_dir: Path, **env: str) -> str:
+    """The ImproperlyConfigured line a bad environment stops the import with."""
+    done = import_settings(var_dir, **env)
+    assert done.returncode != 0, done.stdout
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("django.core.exceptions.ImproperlyConfigured")]
+    return line
+
+
+@pytest.fixture
+def var_dir(tmp_path) -> Path:
+    return tmp_path / "var"  # does not exist: a fresh clone
+
+
+def test_postgresql_without_a_secret_key_refuses_to_start(var_dir):
+    message = refused(var_dir, DATABASE_URL="postgresql://dshloop@db.example:5432/dshloop")
+    assert NO_KEY_MESSAGE in message and "same key" in message
+
+
+def test_postgresql_with_a_secret_key_uses_it(var_dir):
+    loaded = settings_of(var_dir, DATABASE_URL="postgresql://dshloop@db.example/dshloop", DJANGO_SECRET_KEY="k" * 50)
+    assert loaded["SECRET_KEY"] == "k" * 50
+
+
+def test_the_proxy_ssl_header_is_parsed_into_django_s_tuple(var_dir):
+    loaded = settings_of(var_dir, DJANGO_SECURE_PROXY_SSL_HEADER=" HTTP_X_FORWARDED_PROTO = https ")
+    assert loaded["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]  # a tuple, through JSON
+    assert settings_of(var_dir)["SECURE_PROXY_SSL_HEADER"] is None
+
+
+def test_csrf_trusted_origins_are_a_comma_list(var_dir):
+    loaded = settings_of(
+        var_dir, DJANGO_CSRF_TRUSTED_ORIGINS="https://loops.example.com, http://10.0.0.5:8000,,https://*.example.org")
+    assert loaded["CSRF_TRUSTED_ORIGINS"] == ["https://loops.example.com", "http://10.0.0.5:8000",
+                                              "https://*.example.org"]
+    assert settings_of(var_dir)["CSRF_TRUSTED_ORIGINS"] == []
+
+
+def test_secure_cookies_are_off_by_default_and_switched_on_one_by_one(var_dir):
+    assert not settings_of(var_dir)["SESSION_COOKIE_SECURE"] and not settings_of(var_dir)["CSRF_COOKIE_SECURE"]
+    loaded = settings_of(var_dir, DJANGO_SESSION_COOKIE_SECURE="true", DJANGO_CSRF_COOKIE_SECURE="1")
+    assert loaded["SESSION_COOKIE_SECURE"] is True and loaded["CSRF_COOKIE_SECURE"] is True
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("DJANGO_SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto=https", "must look like HTTP_X_FORWARDED_PROTO=https"),
+    ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO", "must look like HTTP_X_FORWARDED_PROTO=https"),
+    ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO=", "must look like HTTP_X_FORWARDED_PROTO=https"),
+    ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO=https=yes", "must look like"),
+    ("DJANGO_CSRF_TRUSTED_ORIGINS", "loops.example.com", "'loops.example.com'"),  # no scheme: never matches
+    ("DJANGO_CSRF_TRUSTED_ORIGINS", "https://ok.example.com,https://loops.example.com/", "'https://loops.example.com/'"),
+    ("DJANGO_CSRF_TRUSTED_ORIGINS", "https://loops.example.com:99999", "must be a comma-separated list of origins"),
+    ("DJANGO_CSRF_TRUSTED_ORIGINS", "ftp://loops.example.com", "must be a comma-separated list of origins"),
+    ("DJANGO_SESSION_COOKIE_SECURE", "maybe", "must be a boolean"),
+    ("DJANGO_CSRF_COOKIE_SECURE", "https", "must be a boolean"),
+])
+def test_bad_values_fail_loudly_naming_the_variable(var_dir, name, value, words):
+    message = refused(var_dir, **{name: value})
+    assert name in message and words in message
+
+
+def test_importing_settings_writes_no_file(tmp_path, var_dir):
+    loaded = settings_of(var_dir)
+    assert not var_dir.exists()  # neither var/ nor var/static nor var/secret_key
+    assert loaded["SECRET_KEY"]  # a key for this process alone until `make run` writes one
+    var_dir.mkdir()
+    settings_of(var_dir)
+    assert list(var_dir.iterdir()) == []
+
+
+def test_a_missing_static_root_is_no_warning(var_dir):
+    """whitenoise warns about a STATIC_ROOT collectstatic has not made yet; -W error makes it fatal."""
+    code = ("import django, os\nos.environ['DJANGO_SETTINGS_MODULE'] = 'dshloop.settings'\ndjango.setup()\n"
+            "from whitenoise.middleware import WhiteNoiseMiddleware\nWhiteNoiseMiddleware(lambda request: None)\n"
+            "import warnings\nwarnings.warn('No directory at: /elsewhere/')\n")
+    done = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], cwd=BASE_DIR, capture_output=True,
+                          text=True, timeout=60,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DSHLOOP_VAR_DIR": str(var_dir)})
+    # Only our STATIC_ROOT's warning is silenced: the same warning for another directory still raises.
+    assert "UserWarning: No directory at: /elsewhere/" in done.stderr, done.stderr
+    assert str(var_dir) not in done.stderr and not var_dir.exists()
+
+
+@pytest.mark.skipif(shutil.which("make") is None or not (BASE_DIR / ".venv/bin/python").exists(),
+                    reason="needs make and the checkout's .venv (the recipe runs its python)")
+def test_make_run_writes_the_key_once_and_settings_read_it(var_dir):
+    """`make run`'s first step: var/secret_key, made once (sign-ins survive restarts), private."""
+    make = ["make", "-s", "-C", str(BASE_DIR), f"{var_dir}/secret_key"]
+    env = {**os.environ, "DSHLOOP_VAR_DIR": str(var_dir)}
+    subprocess.run(make, env=env, check=True, capture_output=True, timeout=60)
+    key = (var_dir / "secret_key").read_text().strip()
+    assert len(key) >= 50 and (var_dir / "secret_key").stat().st_mode & 0o077 == 0
+    subprocess.run(make, env=env, check=True, capture_output=True, timeout=60)
+    assert (var_dir / "secret_key").read_text().strip() == key
+    assert settings_of(var_dir)["SECRET_KEY"] == key == settings_of(var_dir)["SECRET_KEY"]
