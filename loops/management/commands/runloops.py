@@ -1,14 +1,18 @@
 """`manage.py runloops`: the scheduler — a django-q2 cluster (ORM broker) plus the loop clock.
 
 Any number may run against one PostgreSQL database. SIGTERM/SIGINT stop the clock at once
-and the cluster within 10 s, leaving no child process behind.
+and the cluster within 10 s, leaving no child process behind. A kill -9 leaves none either: the
+cluster's processes die with their parent. Started by `manage.py serve`, the scheduler also
+stops when serve dies.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -20,6 +24,43 @@ from loops.clock import Clock
 logger = logging.getLogger("dshloop.runloops")
 
 STOP_GRACE_SECONDS = 8.0
+
+# `manage.py serve` puts its pid here: the scheduler it supervises must not outlive it.
+SERVE_PID_ENV = "DSHLOOP_SERVE_PID"
+PARENT_CHECK_SECONDS = 1.0
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Looked up once, here: a freshly forked child then only calls it.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def set_parent_death_signal(signum: int) -> None:
+    """Linux: have the kernel send us signum when the thread that started us exits, however it
+    dies (kill -9 included). Elsewhere nothing: watch_parent's polling covers it."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
+def watch_parent(serve_pid: int, stop: threading.Event) -> None:
+    """Stop the scheduler once `serve` is gone, rather than deliver on as an orphan: at once by
+    the parent-death signal on Linux; else by polling our parent pid, which also catches a
+    serve that died before we asked the kernel."""
+    set_parent_death_signal(signal.SIGTERM)  # SIGTERM: the graceful stop, the cluster included
+
+    def watch():
+        while os.getppid() == serve_pid:
+            if stop.wait(PARENT_CHECK_SECONDS):
+                return
+        logger.warning("serve (pid %d) is gone: stopping the scheduler", serve_pid)
+        stop.set()
+
+    threading.Thread(target=watch, name="watch-serve", daemon=True).start()
+
+
+def cluster_dies_with_parent() -> None:
+    """Every process forked from now on (django-q2's sentinel, and through it its workers, pusher
+    and monitor) is killed when its parent dies abruptly: after a kill -9 of runloops no cluster
+    lives on taking tasks. A run one of them held is re-driven when its lease expires."""
+    os.register_at_fork(after_in_child=lambda: set_parent_death_signal(signal.SIGKILL))
 
 
 def descendants(pid: int) -> list[int]:
@@ -61,11 +102,22 @@ class Command(BaseCommand):
         connections.close_all()
         cluster = Cluster()  # installs its own signal handlers; ours replace them below
 
+        signalled = False
+
         def on_signal(signum, frame):
-            stop.set()
+            # A second signal (Ctrl-C reaches us, then serve's SIGTERM) can run this handler again
+            # inside stop.set(), which holds the event's lock: a nested set() would deadlock. The
+            # plain flag, set first, makes the nested call return at once.
+            nonlocal signalled
+            if not signalled:
+                signalled = True
+                stop.set()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+        if os.environ.get(SERVE_PID_ENV):
+            watch_parent(int(os.environ[SERVE_PID_ENV]), stop)
+        cluster_dies_with_parent()
         cluster.start()
         clock = Clock(stop=stop)
         try:
