@@ -2,25 +2,52 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from functools import wraps
+from urllib.parse import unquote_to_bytes
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest
 from django.urls import register_converter
 from django.urls.converters import PathConverter
 from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from sessions_app.hosts.base import HostError
 
+from .auth import docs_access
 from .errors import ApiError, InvalidInput, NotFound, Unauthorized, host_unavailable
 from .schemas import Identifier
 from .validation import invalid_input_from
 
 logger = logging.getLogger("dshloop.api")
+
+
+class NotAJsonNumber(ValueError):
+    pass
+
+
+def _not_a_json_number(constant: str):
+    raise NotAJsonNumber(f"{constant} is not a JSON number")
+
+
+def json_loads(raw: bytes | str):
+    """JSON as RFC 8259 has it: Python's json also reads NaN, Infinity and -Infinity, which no JSON
+    number is (NotAJsonNumber)."""
+    return json.loads(raw, parse_constant=_not_a_json_number)
+
+
+class JsonParser(Parser):
+    """ninja's parser with json_loads: a refused body makes ninja's 400, "not valid JSON" (on_http_error)."""
+
+    def parse_body(self, request: HttpRequest):
+        return json_loads(request.body)
+
 
 api = NinjaAPI(
     title="dshloop",
@@ -28,6 +55,8 @@ api = NinjaAPI(
     description="Durable cross-session loops for agent sessions. Tools at /api/tools/<name>.",
     urls_namespace="api",
     docs_url="/docs",
+    docs_decorator=docs_access,
+    parser=JsonParser(),
 )
 
 
@@ -69,10 +98,13 @@ def on_not_found(request, exc):
 
 @api.exception_handler(RequestDataTooBig)
 def on_too_big(request, exc):
-    return _respond(request, InvalidInput("The request body is too large."))
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return _respond(request, ApiError(f"The request body is too large: at most {limit:,} bytes are read.",
+                                      status=413, code="too_large"))
 
 
 CALLER_HEADER = "X-DSH-Session-Id"  # contract §2: the caller's session
+RAW_PATH_INFO = "dshloop.raw_path_info"  # the path's bytes, kept by dshloop.wsgi.server_fixes
 _identifier = TypeAdapter(Identifier)
 
 
@@ -83,22 +115,58 @@ def _check_identifier(value: str, field: str) -> None:
         raise invalid_input_from([{**e, "loc": (field,)} for e in exc.errors()]) from exc
 
 
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _check_path_is_utf8(request: HttpRequest, path_ids: dict) -> None:
+    """Django decodes a path that is not UTF-8 by re-escaping the bad bytes ("%FF" stays "%FF"), so
+    a path ID would silently become other text; refuse it, as a JSON body that is not UTF-8 is."""
+    try:  # the percent-decoded bytes as Latin-1, as the server gave them (dshloop.wsgi, dshloop.asgi)
+        raw = request.META.get(RAW_PATH_INFO, "").encode("latin-1")
+    except UnicodeEncodeError:  # already text: nothing was replaced
+        return
+    if _is_utf8(raw):
+        return
+    broken = [name for name, value in path_ids.items() if not _is_utf8(unquote_to_bytes(value))]
+    field = broken[0] if broken else None
+    what = f"The path's '{field}'" if field else "The path"
+    raise InvalidInput(f"{what} is not valid UTF-8 once its %-escapes are decoded.", field=field)
+
+
+def _check_caller(caller: str) -> None:
+    if any("\ud800" <= ch <= "\udfff" for ch in caller):  # bytes that were not UTF-8 (dshloop.wsgi)
+        raise InvalidInput(f"{CALLER_HEADER} is not valid UTF-8: send the session ID as UTF-8 text.",
+                           field=CALLER_HEADER)
+    if "," in caller:
+        # A server joins a repeated header with commas (RFC 9110 §5.3), so these look alike.
+        raise InvalidInput(f"Send {CALLER_HEADER} once, with one session ID (it came twice, or holds a comma).",
+                           field=CALLER_HEADER)
+    _check_identifier(caller, CALLER_HEADER)
+
+
 def refuse_impossible_ids(view):
     """Path IDs and the caller header go straight into lookups: refuse what no ID can be.
 
     PostgreSQL cannot even compare text holding NUL, and neither database can encode a lone
-    surrogate, so such a value would be a 500 instead of the contract's 4xx (contract §3).
+    surrogate, so such a value would be a 500 instead of the contract's 4xx (contract §3). Bytes
+    that are not UTF-8 would be guessed at (U+FFFD, re-escaped, or Latin-1): refused too.
     """
 
     @wraps(view)
     def checked(request: HttpRequest, *args, **kwargs):
         match = request.resolver_match
-        for name, value in (match.kwargs if match else {}).items():
-            if isinstance(value, str):
-                _check_identifier(value, name)
+        path_ids = {name: value for name, value in (match.kwargs if match else {}).items() if isinstance(value, str)}
+        _check_path_is_utf8(request, path_ids)
+        for name, value in path_ids.items():
+            _check_identifier(value, name)
         caller = request.headers.get(CALLER_HEADER, "").strip()
         if caller:
-            _check_identifier(caller, CALLER_HEADER)
+            _check_caller(caller)
         return view(request, *args, **kwargs)
 
     return checked

@@ -8,6 +8,8 @@ persistent PostgreSQL connections (CONN_MAX_AGE), which Django's own ASGI handle
 
 from __future__ import annotations
 
+from urllib.parse import unquote_to_bytes
+
 from a2wsgi import WSGIMiddleware
 
 # isort: split
@@ -17,10 +19,35 @@ from dshloop.wsgi import application as django_wsgi  # first: it sets Django up,
 from dshloop.mcp.http import MCP_PATH, McpHttpApp, Receive, Scope, Send
 
 
+def a2wsgi_environ(app):
+    """What a2wsgi's environ lacks, next to a WSGI server's (PEP 3333):
+
+    - `wsgi.input_terminated`: a2wsgi's input ends where the ASGI body ends, so a chunked body can
+      be read to its end (dshloop.wsgi does, within the upload limit);
+    - PATH_INFO as the request's own bytes: a2wsgi rebuilds it from the ASGI `path`, which the
+      server has already decoded with U+FFFD for bytes that are not UTF-8, so "%FF" and "%FE" would
+      name one ID. From `raw_path`, Django sees what any WSGI server gives it, and dshloop.api
+      refuses such a path (422).
+    """
+
+    def wrapped(environ, start_response):
+        environ["wsgi.input_terminated"] = True
+        raw_path = (environ.get("asgi.scope") or {}).get("raw_path")
+        if raw_path is not None:
+            path = unquote_to_bytes(raw_path.partition(b"?")[0])
+            script_name = environ.get("SCRIPT_NAME", "").encode("latin-1")
+            if script_name and path.startswith(script_name):
+                path = path[len(script_name):]
+            environ["PATH_INFO"] = path.decode("latin-1")
+        return app(environ, start_response)
+
+    return wrapped
+
+
 class Application:
     def __init__(self) -> None:
         self.mcp = McpHttpApp()
-        self.django = WSGIMiddleware(django_wsgi)
+        self.django = WSGIMiddleware(a2wsgi_environ(django_wsgi))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from functools import wraps
+
+from django.http import HttpRequest, JsonResponse
 from ninja.security import HttpBearer
 
 from tokens.models import ApiToken
@@ -33,3 +35,26 @@ class ScopedBearer(HttpBearer):
 
 tools_auth = ScopedBearer("tools")
 host_auth = ScopedBearer("host")
+
+
+def docs_access(view):
+    """contract §2: every /api/ call but health needs a bearer token, the API's description
+    (/api/docs, /api/openapi.json) too; any scope will do. A signed-in staff user (the panel's
+    login) reads it too: a browser opening /api/docs cannot send the header."""
+
+    @wraps(view)
+    def guarded(request: HttpRequest, *args, **kwargs):
+        user = getattr(request, "user", None)
+        if user is not None and user.is_active and user.is_staff:
+            return view(request, *args, **kwargs)
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            error = Unauthorized("Send 'Authorization: Bearer <token>' (any scope), or sign in at "
+                                 f"/admin/login/?next={request.path} to read it in a browser.")
+        elif token_authenticate(token.strip()) is None:
+            error = Unauthorized("The bearer token is unknown or revoked.")
+        else:
+            return view(request, *args, **kwargs)
+        return JsonResponse(error.body(), status=error.status)
+
+    return guarded

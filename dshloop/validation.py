@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .errors import InvalidInput
+from .schemas import MAX_SAFE_INTEGER
 
 # Path parts that ninja adds around a body and that the caller never wrote.
 _WRAPPERS = {"body", "payload", "query", "path", "header"}
@@ -23,6 +24,9 @@ def field_path(loc: tuple | list) -> str:
 def _message(error: dict, field: str) -> str:
     kind = error.get("type", "")
     ctx = error.get("ctx") or {}
+    loc = error.get("loc") or ("",)
+    if loc[0] in {"query", "path", "header"} and kind in {"int_type", "int_from_float", "int_parsing"}:
+        return f"'{field}' must be an integer."  # text in a URL or header: there is no JSON there
     if kind == "extra_forbidden":
         last = field.rsplit(".", 1)[-1]
         if last in _MODEL_FIELDS:
@@ -36,7 +40,8 @@ def _message(error: dict, field: str) -> str:
     if kind == "greater_than_equal":
         return f"'{field}' must be at least {ctx.get('ge')}."
     if kind == "less_than_equal":
-        return f"'{field}' must be at most {ctx.get('le')} (2^53-1)."
+        limit = ctx.get("le")
+        return f"'{field}' must be at most {limit}" + (" (2^53-1)." if limit == MAX_SAFE_INTEGER else ".")
     if kind in {"string_type", "string_sub_type"}:
         return f"'{field}' must be a string."
     if kind == "bool_type":

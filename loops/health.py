@@ -36,3 +36,9 @@ def health(request):
         return {"database": "ok", "scheduler": scheduler_health()}
     except DatabaseError:
         return {"database": "error", "scheduler": {"alive": False, "instances": 0}}
+
+
+@router.api_operation(["HEAD"], "/health", auth=None, operation_id="health_head", summary="Health (HEAD)")
+def health_head(request):
+    """The same answer for uptime monitors, which ask with HEAD; the server sends it without the body."""
+    return health(request)

@@ -112,6 +112,38 @@ def _invalid_cron(message: str) -> ScheduleError:
     return ScheduleError("invalid_cron", message, "schedule.expr")
 
 
+_FIELD_NAMES = _FIELDS.split()
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_VALUE_NAMES = {"month": {name: i + 1 for i, name in enumerate(_MONTHS)},
+                "day-of-week": {name: i for i, name in enumerate(_WEEKDAYS)}}
+
+
+def _field_value(field: str, text: str) -> int | None:
+    """A range end as a number (a name is its number); None for what is not one (e.g. L)."""
+    if text.isdigit():
+        return int(text)
+    return _VALUE_NAMES.get(field, {}).get(text.lower())
+
+
+def _refuse_reversed_ranges(fields: list[str]) -> None:
+    # croniter reads "5-1" as a range that wraps around (5..59 and 0..1); standard cron refuses it,
+    # and a user who wrote it more likely swapped the ends than meant the wrap: say so (spec §9).
+    # A macro (one field) has no ranges.
+    for field, text in zip(_FIELD_NAMES, fields if len(fields) == len(_FIELD_NAMES) else []):
+        for item in text.split(","):
+            span = item.split("/", 1)[0]
+            if "-" not in span:
+                continue
+            start, end = span.split("-", 1)
+            low, high = _field_value(field, start), _field_value(field, end)
+            if low is not None and high is not None and low > high:
+                raise _invalid_cron(
+                    f"Cron {field} range {span!r} runs backwards: write it low-high ('{end}-{start}'), "
+                    "or list the two parts of a range that wraps around, separated by a comma."
+                )
+
+
 def normalize_cron(expr: str) -> str:
     if not isinstance(expr, str):
         raise _invalid_cron(f"Cron expression must be a string, got {type(expr).__name__}.")
@@ -145,6 +177,9 @@ def validate_cron(expr: str, tz: str | None, *, host_tz: str, now: datetime) -> 
     # STYLE 3: valid only if a next occurrence can be computed (croniter.is_valid() accepts
     # "0 0 31 2 *"). spec §3: "A cron loop must have a calculable future occurrence."
     normalized = normalize_cron(expr)
+    # Here, not in normalize_cron: the clock normalizes stored expressions too, and a loop stored
+    # before this rule must go on firing rather than fail in the scheduler.
+    _refuse_reversed_ranges(normalized.split())
     zone_name = host_tz if tz is None else tz
     load_zone(zone_name)
     cron = Cron(normalized, tz)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from tests.conftest import ApiClient, error_of
@@ -95,6 +96,9 @@ def assert_invalid(response, *, field: str | None = None, code: str = "invalid_i
 
 NOT_JSON = [
     pytest.param(b"{", id="truncated"),
+    pytest.param(b'{"limit": NaN}', id="NaN"),
+    pytest.param(b'{"limit": Infinity}', id="Infinity"),
+    pytest.param(b'{"limit": [-Infinity]}', id="-Infinity"),
     pytest.param(b"{'prompt': 'x'}", id="single-quotes"),
     pytest.param(b'{"prompt": "x",}', id="trailing-comma"),
     pytest.param(b"prompt=x", id="form-encoded"),
@@ -119,6 +123,7 @@ NOT_AN_OBJECT = [
 @pytest.mark.parametrize("raw", NOT_JSON)
 def test_body_that_is_not_json_is_422_invalid_input(clients, method, path, scope, raw):
     error = assert_invalid(send(clients[scope], method, path, raw))
+    assert "not valid JSON" in error["message"], error
     assert "field" not in error
 
 
@@ -276,13 +281,14 @@ def test_prompt_of_100001_characters_is_422(api):
 
 
 @pytest.mark.parametrize("method,path,scope", BODY_OPERATIONS)
-def test_body_over_the_upload_limit_is_4xx_with_the_error_body(clients, method, path, scope):
+def test_body_over_the_upload_limit_is_413_too_large(clients, method, path, scope):
     size = 3 * 1024 * 1024
     assert size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     raw = json.dumps({"prompt": "x" * size, "schedule": EVERY_MINUTE})
     response = send(clients[scope], method, path, raw)
-    assert 400 <= response.status_code < 500, response.status_code
-    assert "too large" in error_of(response)["message"]
+    assert response.status_code == 413, response.status_code
+    error = error_of(response)
+    assert error["code"] == "too_large" and "too large" in error["message"], error
 
 
 def test_huge_host_first_prompt_is_422(host_api):
@@ -444,6 +450,26 @@ def test_path_id_longer_than_255_characters_is_422(clients, method, template, sc
     assert_invalid(send(clients[scope], method, template.format("x" * 5000)))
 
 
+@pytest.mark.parametrize("tool", TOOLS)
+def test_caller_header_that_came_twice_is_422(api, tool):
+    # What a WSGI server makes of two X-DSH-Session-Id headers (tests/test_hostile_client.py sends them).
+    error = assert_invalid(api.tool(tool, TOOLS[tool], session_id="ses_caller,ses_other"))
+    assert error["field"] == "X-DSH-Session-Id" and "once" in error["message"], error
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_caller_header_that_was_not_utf8_is_422_saying_so(api, tool):
+    # dshloop.wsgi keeps bytes that are not UTF-8 as lone surrogates (tests/test_hostile_client.py sends them).
+    error = assert_invalid(api.tool(tool, TOOLS[tool], session_id="ses_\udce9"))
+    assert error["field"] == "X-DSH-Session-Id" and "UTF-8" in error["message"], error
+
+
+def test_loop_list_from_a_caller_the_host_does_not_know_is_unknown_session(api):
+    listed = api.tool("loop_list", {}, session_id="ses_nobody")
+    created = api.tool("loop_create", VALID_CREATE, session_id="ses_nobody")
+    assert assert_invalid(listed, code="unknown_session") == assert_invalid(created, code="unknown_session")
+
+
 def test_caller_header_longer_than_255_characters_is_422(api):
     error = assert_invalid(api.tool("loop_list", {}, session_id="s" * 300))
     assert error["field"] == "X-DSH-Session-Id"
@@ -462,7 +488,28 @@ def test_loop_extras_query_out_of_range_is_422_or_ignored(api, query, endpoint):
     assert_answered(response)
     param = query.split("=", 1)[0]
     if (endpoint == "runs") == (param == "limit"):  # the parameter this endpoint reads
-        assert_invalid(response, field=param)
+        error = assert_invalid(response, field=param)
+        assert "JSON" not in error["message"], error  # a query string holds text, not JSON
+
+
+@pytest.mark.parametrize("query,message", [
+    ("limit=abc", "'limit' must be an integer."),
+    ("limit=1.5", "'limit' must be an integer."),
+    ("limit=0", "'limit' must be at least 1."),
+    ("limit=501", "'limit' must be at most 500."),
+])
+def test_query_parameter_errors_say_what_a_query_parameter_can_be(api, query, message):
+    assert assert_invalid(api.get(f"/api/loops/loop_x/runs?{query}"), field="limit")["message"] == message
+
+
+@pytest.mark.parametrize("tool,body,message", [
+    ("list_sessions", {"limit": 501}, "'limit' must be at most 500."),
+    ("loop_create", {"prompt": "p", "schedule": {"kind": "every", "every_seconds": 2**53}},
+     "'schedule.every_seconds' must be at most 9007199254740991 (2^53-1)."),
+    ("list_sessions", {"limit": "5"}, "'limit' must be a JSON integer."),
+])
+def test_a_limit_names_2_53_only_when_it_is_2_53(api, tool, body, message):
+    assert assert_invalid(api.tool(tool, body))["message"] == message
 
 
 # --- authentication ---------------------------------------------------------------------------
@@ -505,6 +552,43 @@ def test_health_needs_no_token(db):
 def test_health_ignores_a_bad_token(db):
     response = send(ApiClient(None), "GET", "/api/health", headers={"Authorization": "Bearer nope"})
     assert response.status_code == 200
+
+
+def test_health_answers_head_for_uptime_monitors(db):
+    response = ApiClient(None).client.head("/api/health")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json; charset=utf-8"
+    assert response.content == b""  # tests/test_hostile_client.py checks what a real server sends
+
+
+def test_every_api_call_but_health_needs_a_token_the_description_too(db, tools_token):
+    """contract §2: every /api/ call except GET /api/health needs a bearer token (any scope for the
+    API's description, /api/docs and /api/openapi.json); a signed-in staff user reads it as well."""
+    from django.contrib.auth import get_user_model
+
+    anonymous = ApiClient(None)
+    for path in ("/api/docs", "/api/openapi.json"):
+        response = anonymous.get(path)
+        assert response.status_code == 401, path
+        assert error_of(response)["code"] == "unauthorized" and "/admin/login/" in error_of(response)["message"]
+        assert error_of(ApiClient("dsh_unknown").get(path))["code"] == "unauthorized"
+    assert ApiClient(tools_token).get("/api/docs").status_code == 200
+    staff = get_user_model().objects.create_user("ops", password="pw-for-tests", is_staff=True)
+    browser = Client()
+    browser.force_login(staff)
+    assert browser.get("/api/docs").status_code == 200
+    document = ApiClient(tools_token).get("/api/openapi.json").json()
+    operation_ids = [operation["operationId"] for item in document["paths"].values() for operation in item.values()]
+    assert len(operation_ids) == len(set(operation_ids)), operation_ids  # GET and HEAD /api/health too
+    for path, operations in document["paths"].items():
+        for method in operations:
+            url = path.replace("{loop_id}", "loop_x").replace("{session_id}", "ses_x").replace("{name}", "coder")
+            response = getattr(anonymous.client, method)(url)
+            if path == "/api/health":
+                assert response.status_code == 200
+            else:
+                assert response.status_code == 401, (method, path)
+                assert error_of(response)["code"] == "unauthorized"
 
 
 # --- paths and methods nobody serves ----------------------------------------------------------

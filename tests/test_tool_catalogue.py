@@ -140,8 +140,8 @@ def test_catalogue_needs_a_tools_token(db, host_api):
     assert host_api.get("/api/tools").status_code == 403
 
 
-def test_openapi_document_is_served_with_every_operation(db):
-    response = ApiClient(None).get("/api/openapi.json")
+def test_openapi_document_is_served_with_every_operation(tools_token):
+    response = ApiClient(tools_token).get("/api/openapi.json")
     assert response.status_code == 200
     paths = response.json()["paths"]
     assert set(paths) == {
@@ -153,14 +153,14 @@ def test_openapi_document_is_served_with_every_operation(db):
     assert set(paths["/api/host/sessions/{session_id}"]) == {"get", "put"}
 
 
-def test_openapi_tool_bodies_are_the_same_models(db):
-    document = ApiClient(None).get("/api/openapi.json").json()
+def test_openapi_tool_bodies_are_the_same_models(tools_token):
+    document = ApiClient(tools_token).get("/api/openapi.json").json()
     schemas = document["components"]["schemas"]
     for name, model in MODELS.items():
         assert schemas[model.__name__]["properties"].keys() == model.model_json_schema()["properties"].keys(), name
 
 
-def test_api_docs_page_answers(db):
-    response = ApiClient(None).get("/api/docs")
+def test_api_docs_page_answers(tools_token):
+    response = ApiClient(tools_token).get("/api/docs")
     assert response.status_code == 200
     assert b"openapi.json" in response.content

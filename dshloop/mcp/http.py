@@ -7,6 +7,9 @@ call from the same `X-DSH-Session-Id` header as the REST API.
 
 The transport is stateless and answers with JSON, not SSE: the tools never call back into the
 client, so there is no session to keep, and any number of server processes can share the load.
+So only POST is served: a GET (an event stream) or DELETE (ending a session) is answered 405, as
+the MCP spec allows. A POST body is read here first, within the API's size limit (413
+`too_large`) and as strict JSON (NaN and Infinity are a parse error), then handed to the SDK.
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INVALID_REQUEST
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from mcp_types import INVALID_REQUEST, PARSE_ERROR
 
-from dshloop.api import CALLER_HEADER
+from dshloop.api import CALLER_HEADER, NotAJsonNumber, json_loads
 from dshloop.auth import tools_auth
 from dshloop.errors import ApiError, InvalidInput, Unauthorized
 
@@ -38,10 +42,21 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
+_CALLER_NAME = CALLER_HEADER.lower().encode()
+
+
 def caller_from_header(ctx) -> str | None:
-    """The X-DSH-Session-Id of the HTTP request that carries this tool call (checked by the handler)."""
-    headers = getattr(ctx.request, "headers", None)
-    return headers.get(CALLER_HEADER) if headers is not None else None
+    """The X-DSH-Session-Id of the HTTP request that carries this tool call (checked by the handler).
+
+    Read from the raw header bytes as the REST API reads it (dshloop.wsgi): UTF-8, bytes that are
+    not UTF-8 kept as lone surrogates, a repeated header joined with commas; the handler's checks
+    then refuse both with the REST API's 422.
+    """
+    scope = getattr(ctx.request, "scope", None)
+    if scope is None:
+        return None
+    values = [value for name, value in scope.get("headers", ()) if name.lower() == _CALLER_NAME]
+    return b",".join(values).decode("utf-8", "surrogateescape") if values else None
 
 
 def django_request(scope: Scope) -> HttpRequest:
@@ -80,17 +95,19 @@ def check_request(scope: Scope) -> ApiError | None:
     return None
 
 
-async def send_error(send: Send, error: ApiError) -> None:
+async def send_error(send: Send, error: ApiError, *, rpc_code: int = INVALID_REQUEST) -> None:
     """The HTTP status of the REST API, and a body that MCP clients can show: a JSON-RPC error whose
     message names the contract's code and whose data is the contract's error body."""
     body = json.dumps({
         "jsonrpc": "2.0",
         "id": None,  # the request was refused before its body was read
-        "error": {"code": INVALID_REQUEST, "message": f"{error.code}: {error.message}", "data": error.body()},
+        "error": {"code": rpc_code, "message": f"{error.code}: {error.message}", "data": error.body()},
     }).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if error.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="dshloop"'))  # RFC 6750 §3
+    if error.status == 405:
+        headers.append((b"allow", b"POST"))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -120,5 +137,63 @@ class McpHttpApp:
         if error is not None:
             await send_error(send, error)
             return
-        await self.session_manager.handle_request(scope, receive, send)
+        method = scope.get("method", "GET")
+        if method != "POST":
+            # The SDK would hold a GET open as an event stream on which nothing is ever sent.
+            await send_error(send, ApiError(f"{method} is not allowed here; use POST: this MCP endpoint is stateless "
+                                            "and answers with JSON, so it has no event stream and no session to end.",
+                                            status=405))
+            return
+        body = await read_body(scope, receive)
+        if isinstance(body, ApiError):
+            await send_error(send, body, rpc_code=PARSE_ERROR if body.status == 400 else INVALID_REQUEST)
+            return
+        if body is not None:
+            await self.session_manager.handle_request(scope, replay(body, receive), send)
+
+
+def body_limit() -> int:
+    # One limit for both transports: the REST API's (Django's DATA_UPLOAD_MAX_MEMORY_SIZE).
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE or DEFAULT_MAX_REQUEST_BODY_SIZE
+
+
+def too_large() -> ApiError:
+    return ApiError(f"The request body is too large: at most {body_limit():,} bytes are read.",
+                    status=413, code="too_large")
+
+
+async def read_body(scope: Scope, receive: Receive) -> bytes | ApiError | None:
+    """The whole body (whatever its framing), an error to answer, or None when the client left."""
+    limit = body_limit()
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-length" and value.isdigit() and int(value) > limit:
+            return too_large()  # refused before a byte is read
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return too_large()
+        if not message.get("more_body", False):
+            break
+    if b"NaN" in body or b"Infinity" in body:  # the only JSON Python reads that RFC 8259 does not
+        try:
+            json_loads(bytes(body))
+        except NotAJsonNumber as exc:
+            return InvalidInput(f"The request body is not valid JSON: {exc}.", status=400)
+        except ValueError:
+            pass  # not JSON at all: the SDK answers its own parse error
+    return bytes(body)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A receive() that gives the body already read, then whatever the server sends next."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> MutableMapping[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return replayed
 

@@ -62,6 +62,34 @@ def test_invalid_cron_expressions_are_rejected_on_the_expr_field(expr):
     assert info.value.message and str(info.value) == info.value.message
 
 
+@pytest.mark.parametrize(
+    "expr, field, span",
+    [("5-1 * * * *", "minute", "5-1"), ("5-1/2 * * * *", "minute", "5-1"), ("0 23-1 * * *", "hour", "23-1"),
+     ("0 0 31-1 * *", "day-of-month", "31-1"), ("0 0 * 12-1 *", "month", "12-1"),
+     ("0 0 * DEC-JAN *", "month", "DEC-JAN"),
+     ("0 0 * * 5-1", "day-of-week", "5-1"), ("0 0 * * FRI-MON", "day-of-week", "FRI-MON"),
+     ("0 0 * * sat-sun", "day-of-week", "sat-sun"), ("0,10-5,30 * * * *", "minute", "10-5")],
+)
+def test_a_reversed_range_is_invalid_cron_as_in_standard_cron(expr, field, span):
+    # croniter reads "5-1" as a wrap-around (5..59, 0..1); cron refuses it, and so do we.
+    with pytest.raises(ScheduleError) as info:
+        validate_cron(expr, "UTC", host_tz="UTC", now=utc(2026, 5, 1, 12))
+    assert (info.value.code, info.value.field) == ("invalid_cron", "schedule.expr")
+    assert f"{field} range {span!r} runs backwards" in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("expr", ["1-5 * * * *", "5-5 * * * *", "0 9 * MAR-MAY MON-FRI", "0 0 * * 0-7", "0 0 * * 6-7",
+                                  "*/5 1-3/2 * * *", "0 0 1-L * *", "@daily"])
+def test_a_forward_range_is_valid_cron(expr):
+    assert validate_cron(expr, "UTC", host_tz="UTC", now=utc(2026, 5, 1, 12)) == Cron(expr, "UTC")
+
+
+def test_a_reversed_range_stored_before_the_rule_still_fires():
+    # The rule is for new input only: the clock must not start failing on a loop it already runs.
+    assert next_occurrence(Cron("5-1 * * * *"), created_at=utc(2026, 5, 1, 12), after=utc(2026, 5, 1, 12, 2),
+                           host_tz="UTC") == utc(2026, 5, 1, 12, 5)
+
+
 def test_out_of_range_field_message_says_what_is_wrong():
     with pytest.raises(ScheduleError) as info:
         normalize_cron("61 * * * *")

@@ -97,14 +97,14 @@ def test_alias_is_marked_deprecated_in_the_tool_catalogue(api, tool, field):
 
 
 @pytest.mark.parametrize(("model", "field"), [("LoopCreateIn", "time_in_seconds"), ("LoopDeleteIn", "id")])
-def test_alias_is_marked_deprecated_in_the_openapi_document(db, model, field):
-    schemas = ApiClient(None).get("/api/openapi.json").json()["components"]["schemas"]
+def test_alias_is_marked_deprecated_in_the_openapi_document(tools_token, model, field):
+    schemas = ApiClient(tools_token).get("/api/openapi.json").json()["components"]["schemas"]
     assert schemas[model]["properties"][field]["deprecated"] is True
 
 
 @pytest.mark.parametrize(("model", "field"), [("LoopCreateIn", "schedule"), ("LoopDeleteIn", "loop_id")])
-def test_canonical_fields_are_not_marked_deprecated_in_openapi(db, model, field):
-    schemas = ApiClient(None).get("/api/openapi.json").json()["components"]["schemas"]
+def test_canonical_fields_are_not_marked_deprecated_in_openapi(tools_token, model, field):
+    schemas = ApiClient(tools_token).get("/api/openapi.json").json()["components"]["schemas"]
     assert "deprecated" not in schemas[model]["properties"][field]
 
 
