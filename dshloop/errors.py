@@ -47,6 +47,10 @@ class TargetUnavailable(ApiError):
     status, code = 409, "target_unavailable"
 
 
+class QuotaExceeded(ApiError):
+    status, code = 409, "quota_exceeded"
+
+
 class NoCurrentSession(ApiError):
     code = "no_current_session"
 

@@ -34,7 +34,8 @@ class Loop(models.Model):
     # The execution target: "self", "new" or an actual session ID (spec §2.1).
     session_id = models.CharField(max_length=255, db_index=True)
     preset = models.CharField(max_length=255, blank=True, help_text='Only for session_id "new".')
-    created_by_session_id = models.CharField(max_length=255)
+    # Empty when there was no caller and no global interface to record (a panel loop; issue 12).
+    created_by_session_id = models.CharField(max_length=255, blank=True)
     created_at = models.DateTimeField()
     # The next deadline lives on the row. Null once the loop has no future occurrence.
     next_at = models.DateTimeField(null=True, blank=True)

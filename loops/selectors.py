@@ -7,7 +7,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import F, Q, QuerySet
 
-from dshloop.errors import InvalidInput, UnknownLoop
+from dshloop.errors import InvalidInput, UnknownLoop, UnknownSession
 from sessions_app.hosts import get_host
 
 from . import schedules
@@ -40,7 +40,11 @@ def loop_list(*, selector: str | None, caller_session_id: str | None) -> QuerySe
     from .services import require_caller  # the same rule as loop_create
 
     if selector is None:
-        return loops_targeting(require_caller(caller_session_id))
+        caller = require_caller(caller_session_id)
+        if get_host().get_session(caller) is None:
+            # As loop_create {} does: an unknown caller is a mistake to name, not an empty list.
+            raise UnknownSession(f"The host knows no session {caller!r}; list_sessions shows the ones it knows.")
+        return loops_targeting(caller)
     if selector == GLOBAL_SELECTOR:
         return _ordered(active_loops())
     if selector in {"self", "new"}:
@@ -83,3 +87,18 @@ def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
         start = catch_up.next_at
     return times + schedules.upcoming(loop.schedule, created_at=loop.created_at, start=start,
                                       count=count - len(times), host_tz=settings.TIME_ZONE)
+
+
+def active_loops_in_quota(*, target: str, created_by: str | None) -> int:
+    """How many active loops count against the quota a new loop for `target` would join (issue 12).
+
+    An actual session ID: the active loops whose target is that session. "new" and "self" name no
+    session that could answer for them, so they are counted per creator: the active "new" and "self"
+    loops `created_by` created, together (one bucket, so alternating the two does not double it).
+    Each count is one index range: the session_id index, or loop_creator_idx.
+    """
+    if target in {"new", "self"}:
+        loops = active_loops().filter(created_by_session_id=created_by, session_id__in=["new", "self"])
+    else:
+        loops = active_loops().filter(session_id=target)
+    return loops.count()

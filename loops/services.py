@@ -9,12 +9,13 @@ from collections import OrderedDict
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from dshloop.errors import (
     InvalidInput,
     NoCurrentSession,
+    QuotaExceeded,
     TargetUnavailable,
     UnknownPreset,
     UnknownSession,
@@ -25,7 +26,7 @@ from sessions_app.hosts import get_host
 from . import schedules
 from .models import Loop, LoopState
 from .schemas import AfterSchedule, CronSchedule, EverySchedule, LoopCreateIn
-from .selectors import loop_get
+from .selectors import active_loops_in_quota, loop_get
 
 logger = logging.getLogger("dshloop.loops")
 
@@ -115,6 +116,38 @@ def resolve_target(*, session_id: str | None, preset: str | None, caller_session
     return target
 
 
+def check_loop_quota(*, target: str, creator: str | None, pending: int = 0) -> None:
+    """Refuse a loop that would pass DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION (contract §3 quota_exceeded).
+
+    Counted per target session; "new" and "self" loops per creator (selectors.active_loops_in_quota).
+    `pending`: loops about to be added to the same count that are not rows yet (a dry-run import).
+    Call it inside the transaction that inserts the loop, after lock_quota_count(), so that creates
+    racing at the limit cannot each pass.
+    """
+    limit = settings.DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION
+    count = active_loops_in_quota(target=target, created_by=creator) + pending
+    if count < limit:
+        return
+    advice = (f"DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION allows at most {limit}; delete some (loop_delete) or "
+              "have an operator raise that setting.")
+    if target not in {NEW, SELF}:
+        raise QuotaExceeded(f"Session {target!r} already has {count} active loops and {advice}")
+    by = f"Session {creator!r} has" if creator else "Callers with no session (the panel with no global interface) have"
+    raise QuotaExceeded(f"{by} already created {count} active loops targeting \"new\" or \"self\" (counted "
+                        f"together per creator) and {advice}")
+
+
+def lock_quota_count(*, target: str, creator: str | None) -> None:
+    """Serialize the creates that join one quota count, until the transaction ends. PostgreSQL: a
+    transaction-scoped advisory lock on the count's name; SQLite: its IMMEDIATE transactions
+    already serialize every writer."""
+    if connection.vendor != "postgresql":
+        return
+    bucket = f"creator:{creator}" if target in {NEW, SELF} else f"target:{target}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"dshloop-quota {bucket}"])
+
+
 def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datetime | None = None) -> Loop:
     now = truncate_to_ms(now or timezone.now())
     schedule = schedule_from_input(data, now=now)
@@ -124,12 +157,11 @@ def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datet
     creator = caller_session_id
     if not creator:
         # contract §2: loops created without a caller session (e.g. the panel) record the global interface.
+        # With none (an HTTP host without one, or it was removed) the creator is recorded as none (""; the
+        # field stays a string, spec §4) rather than refusing the loop (issue 12): the target was named,
+        # and at delivery a `new` loop inherits the profile default, recorded on the run (spec §2.1).
         global_session = get_host().global_session()
-        if global_session is None:
-            # spec §4: created_by_session_id is required; with neither there is nobody to record.
-            raise NoCurrentSession("No current session to record as the loop's creator and no global interface "
-                                   "session: send the X-DSH-Session-Id header.", field="session_id")
-        creator = global_session.session_id
+        creator = global_session.session_id if global_session is not None else ""
     loop = Loop(
         loop_id=new_loop_id(),
         prompt=data.prompt,
@@ -146,7 +178,10 @@ def loop_create(*, data: LoopCreateIn, caller_session_id: str | None, now: datet
         state=LoopState.SCHEDULED,
     )
     loop.full_clean()
-    loop.save(force_insert=True)
+    with transaction.atomic():
+        lock_quota_count(target=target, creator=creator)
+        check_loop_quota(target=target, creator=creator)
+        loop.save(force_insert=True)
     transaction.on_commit(wake_clocks)
     return loop
 

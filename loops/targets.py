@@ -57,8 +57,8 @@ def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
     """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
 
     The creator is the source of inheritance (panel-made loops record the global interface as their
-    creator, contract §2). If it is gone, the profile default is used and said so, never another
-    session's configuration.
+    creator, contract §2). If it is gone, or there is none (no caller and no global interface), the
+    profile default is used and said so, never another session's configuration.
     """
     if loop.preset:
         preset = host.get_preset(loop.preset)
@@ -80,7 +80,12 @@ def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
         fallbacks.append("model")
     fallback = ""
     if fallbacks:
-        why = f"source session {loop.created_by_session_id!r} unavailable" if origin is None else "source has none"
+        if not loop.created_by_session_id:  # made with no caller and no global interface (services.loop_create)
+            why = "created without a source session"
+        elif origin is None:
+            why = f"source session {loop.created_by_session_id!r} unavailable"
+        else:
+            why = "source has none"
         fallback = f"profile default {' and '.join(fallbacks)} ({why})"
     session_id = host.create_session(preset=preset_name, model=model, first_prompt=loop.prompt, source=source)
     return Target(session_id, "idle", fallback)

@@ -9,6 +9,7 @@ second active copy of a v1 loop (spec §10: "must not silently create two active
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,7 @@ from django.utils import timezone
 from pydantic import Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from dshloop.errors import QuotaExceeded
 from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
 from dshloop.timeutil import from_ms, to_ms, truncate_to_ms
 from dshloop.validation import field_path, invalid_input_from
@@ -31,7 +33,7 @@ from sessions_app.schemas import SessionId
 from . import schedules
 from .models import Loop, LoopState, ScheduleKind
 from .schemas import Prompt, Seconds
-from .services import new_loop_id, wake_clocks
+from .services import check_loop_quota, lock_quota_count, new_loop_id, wake_clocks
 
 Outcome = Literal["imported", "already_present", "invalid"]
 
@@ -221,6 +223,7 @@ def import_v1_records(records: list, *, dry_run: bool = False, now: datetime | N
     """
     now = truncate_to_ms(now or timezone.now())  # one clock for the whole import (STYLE 7)
     planned: set[str] = set()  # v1 ids this run imported (or, dry, would import)
+    dry_pending: Counter[str] = Counter()  # per session: loops a dry run would have added (not rows)
     for index, record in enumerate(records):
         label, v1_id = _label(index, record)
         if v1_id is not None:
@@ -239,16 +242,26 @@ def import_v1_records(records: list, *, dry_run: bool = False, now: datetime | N
         except DjangoValidationError as exc:
             yield RecordResult(index, label, "invalid", reason=" ".join(exc.messages))
             continue
-        if not dry_run:
-            try:
-                with transaction.atomic():
+        try:
+            with transaction.atomic():
+                # The quota holds for imports too (issue 12): it bounds what one session's loop_list
+                # carries. The import is idempotent, so after raising the setting, importing again adds the rest.
+                lock_quota_count(target=loop.session_id, creator=loop.created_by_session_id)
+                check_loop_quota(target=loop.session_id, creator=loop.created_by_session_id,
+                                 pending=dry_pending[loop.session_id])
+                if not dry_run:
                     loop.save(force_insert=True)
                     transaction.on_commit(wake_clocks)
-            except IntegrityError:
-                # Another import of the same id committed between our check and our insert.
-                yield _present(index, label, Loop.objects.filter(v1_id=parsed.id).first(), record)
-                continue
+        except QuotaExceeded as exc:
+            yield RecordResult(index, label, "invalid", reason=exc.message)
+            continue
+        except IntegrityError:
+            # Another import of the same id committed between our check and our insert.
+            yield _present(index, label, Loop.objects.filter(v1_id=parsed.id).first(), record)
+            continue
         planned.add(parsed.id)
+        if dry_run:
+            dry_pending[loop.session_id] += 1
         yield RecordResult(index, label, "imported", loop_id=None if dry_run else loop.loop_id,
                            every_seconds=loop.every_seconds, session_id=loop.session_id, next_at=loop.next_at,
                            due_now=loop.next_at is not None and loop.next_at <= now)

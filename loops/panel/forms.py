@@ -49,13 +49,27 @@ def session_label(session) -> str:
     return f"{label} ({session.status})"
 
 
+class TargetRadios(forms.RadioSelect):
+    """Radios of which some can be shown but not chosen (`self` while there is no global interface)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unavailable: set[str] = set()
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        if value in self.unavailable:
+            option["attrs"]["disabled"] = True
+        return option
+
+
 class LoopCreateForm(forms.Form):
     prompt = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4, "placeholder": "What should the session be told?"}),
         required=False,  # the service trims and refuses an empty prompt with the contract's message
         strip=False,
     )
-    target = forms.ChoiceField(widget=forms.RadioSelect)
+    target = forms.ChoiceField(widget=TargetRadios)
     session = forms.CharField(required=False, widget=forms.Select, label="Existing session")
     preset = forms.CharField(required=False, widget=forms.Select, label="Preset")
     kind = forms.ChoiceField(choices=KINDS, initial="every", widget=forms.RadioSelect, label="Schedule")
@@ -75,10 +89,13 @@ class LoopCreateForm(forms.Form):
     )
     tz = forms.CharField(required=False, label="Time zone", widget=forms.Select)
 
-    def __init__(self, *args, sessions, current_session: str = "", global_session=None, presets=(), **kwargs):
+    def __init__(self, *args, sessions, current_session: str = "", global_session=None, presets=(),
+                 undecodable=(), **kwargs):
+        """undecodable: the names of the submitted fields that were not valid UTF-8 (panel.utf8)."""
         super().__init__(*args, **kwargs)
         self.current_session = current_session
         self.global_session = global_session
+        self.undecodable = list(undecodable)
         targets = []
         if current_session:
             title = next((s.title for s in sessions if s.session_id == current_session), None)
@@ -86,6 +103,11 @@ class LoopCreateForm(forms.Form):
         global_label = "Global interface (self)"
         if global_session is not None:
             global_label += f" — {global_session.title or global_session.session_id}"
+        else:
+            global_label += " — unavailable"
+            # Shown greyed out, not hidden: spec §8.2 lists it, and the page says why it is off. A post
+            # that chooses it anyway gets the service's target_unavailable message.
+            self.fields["target"].widget.unavailable = {"self"}
         targets += [("self", global_label), ("new", "A fresh session for every run (new)"),
                     ("session", "An existing session")]
         self.fields["target"].choices = targets
@@ -93,9 +115,21 @@ class LoopCreateForm(forms.Form):
         self.fields["session"].widget.choices = [("", "Choose a session…")] + [
             (s.session_id, session_label(s)) for s in sessions
         ]
-        self.fields["preset"].widget.choices = [("", "Inherit the creator's preset")] + [(p, p) for p in presets]
+        # With no global interface a panel-made loop has no creator: `new` gets the profile default.
+        inherit = "Inherit the creator's preset" if global_session is not None else "The profile default preset"
+        self.fields["preset"].widget.choices = [("", inherit)] + [(p, p) for p in presets]
         self.fields["tz"].widget.choices = zone_choices()
         self.fields["tz"].widget.attrs["data-browser-zone"] = ""  # panel.js: suggest the browser's zone
+
+    def clean(self):
+        # issue 12: Django has already turned such bytes into U+FFFD (or Latin-1); refuse, don't store that.
+        for name in self.undecodable:
+            field = name if name in self.fields else None
+            if field is not None:
+                self._errors.pop(field, None)  # the cause, rather than e.g. "Enter a whole number."
+            what = "This field" if field else f"The form field {name!r}"
+            self.add_error(field, f"{what} was not sent as valid UTF-8 text; retype it and submit again.")
+        return super().clean()
 
     def payload(self) -> dict:
         """The loop_create input the form describes (spec §2.1), before validation."""

@@ -27,7 +27,7 @@ from sessions_app.hosts import get_host
 from .. import services
 from ..presenters import loop_state
 from ..selectors import fire_times, loop_get, loop_runs
-from . import humanize, queries
+from . import humanize, queries, utf8
 from .forms import LoopCreateForm
 from .rows import loop_row, loop_zone, preview, when
 
@@ -38,7 +38,12 @@ PICKER_SESSIONS = 200
 
 
 def staff_required(view):
-    """contract §8: staff only. Anonymous -> the admin login (then back); signed in but not staff -> 403."""
+    """contract §8: staff only. Anonymous -> the admin login (then back); signed in but not staff -> 403.
+
+    Then a query string that is not valid UTF-8 is refused (400) before the view reads it: Django
+    would hand it over with U+FFFD in place of the bad bytes, e.g. `?session=%FF` as the session ID
+    U+FFFD (issue 12). Form bodies are checked where they are read (create, delete).
+    """
 
     @wraps(view)
     def guarded(request, *args, **kwargs):
@@ -47,9 +52,16 @@ def staff_required(view):
             return redirect_to_login(request.get_full_path(), settings.LOGIN_URL)
         if not (user.is_active and user.is_staff):
             return render(request, "panel/forbidden.html", status=403)
+        undecodable = utf8.undecodable_query(request)
+        if undecodable:
+            return _not_utf8(request, undecodable, where="address")
         return view(request, *args, **kwargs)
 
     return guarded
+
+
+def _not_utf8(request, fields: list[str], *, where: str):
+    return render(request, "panel/bad_request.html", {"fields": fields, "where": where}, status=400)
 
 
 def _health(now):
@@ -69,7 +81,7 @@ def _query(params: dict, **changes) -> str:
 
 
 @staff_required
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "HEAD"])
 def index(request):
     now = timezone.now()
     filters = queries.Filters.from_query(request.GET)
@@ -101,7 +113,7 @@ def index(request):
 
 
 @staff_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def create(request):
     now = timezone.now()
     host = get_host()
@@ -112,7 +124,7 @@ def create(request):
     presets = queries.preset_names(extra=[s.preset for s in sessions])
     options = {"sessions": sessions, "current_session": current, "global_session": global_session, "presets": presets}
     if request.method == "POST":
-        form = LoopCreateForm(request.POST, **options)
+        form = LoopCreateForm(request.POST, undecodable=utf8.undecodable_form(request), **options)
         loop = form.save() if form.is_valid() else None
         if loop is not None:
             row = loop_row(loop, now=now, titles=queries.session_titles([loop.session_id]),
@@ -137,7 +149,7 @@ def create(request):
 
 
 @staff_required
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "HEAD"])
 def detail(request, loop_id: str):
     if not queries.is_identifier(loop_id):
         raise Http404("No such loop.")
@@ -190,13 +202,16 @@ def _safe_next(request, fallback: str) -> str:
 
 
 @staff_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def delete(request, loop_id: str):
     """GET: ask. POST (CSRF-protected): delete through the service (spec §2.3)."""
     if not queries.is_identifier(loop_id):
         raise Http404("No such loop.")
     back = _safe_next(request, reverse("panel:index"))
     if request.method == "POST":
+        undecodable = utf8.undecodable_form(request)
+        if undecodable:  # e.g. the `next` field: not a URL to follow with U+FFFD in it
+            return _not_utf8(request, undecodable, where="form")
         try:
             services.loop_delete(loop_id=loop_id)
         except UnknownLoop:
@@ -225,7 +240,7 @@ def delete(request, loop_id: str):
 
 
 @staff_required
-@require_http_methods(["GET"])
+@require_http_methods(["GET", "HEAD"])
 @xframe_options_exempt  # embeddable anywhere: it has no controls to click-jack, only a link
 def session_status(request, session_id: str):
     """spec §8.1: a compact view of one session's loops, embeddable in its composer.

@@ -220,14 +220,22 @@ def test_no_caller_header_records_the_global_interface_as_creator(api, global_se
     assert response.json()["created_by_session_id"] == "ses_global"
 
 
-def test_no_caller_header_and_no_global_interface_is_no_current_session(api, make_session):
-    # Nobody to record as created_by_session_id (spec §4 requires one): a clear 422, not a 500.
+def test_no_caller_header_and_no_global_interface_records_no_creator(api, make_session):
+    # contract §2: the header is required only where the spec says "the current session"; a named
+    # target needs none. With no global interface either, the creator is recorded as none (issue 12).
     make_session("ses_other")
     response = api.as_session(None).tool(
         "loop_create", {"prompt": "x", "schedule": EVERY_10, "session_id": "ses_other"}
     )
-    assert response.status_code == 422, response.content
-    assert error_of(response)["code"] == "no_current_session"
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["session_id"], body["created_by_session_id"]) == ("ses_other", "")
+    assert Loop.objects.get().created_by_session_id == ""
+
+
+def test_no_caller_header_and_no_global_interface_still_refuses_self(api):
+    response = api.as_session(None).tool("loop_create", {"prompt": "x", "schedule": EVERY_10, "session_id": "self"})
+    assert_invalid(response, "session_id", code="target_unavailable", status=409)
     assert not Loop.objects.exists()
 
 

@@ -191,9 +191,11 @@ def test_without_a_caller_session_there_is_no_current_session(connect, sessions)
 
     listed, created, named = run(scenario)
     assert tool_error_of(listed)["code"] == "no_current_session"
-    assert tool_error_of(created)["code"] == "no_current_session"  # nobody to record as the creator either
-    assert tool_error_of(named)["code"] == "no_current_session"
-    assert not Loop.objects.exists()
+    assert tool_error_of(created)["code"] == "no_current_session"  # no target: "the current session" is needed
+    # contract §2: only "the current session" needs the header; a named target does not, and with
+    # no global interface either the loop records no creator (issue 12).
+    assert result_of(named)["created_by_session_id"] == ""
+    assert list(Loop.objects.values_list("session_id", "created_by_session_id")) == [("ses_other", "")]
 
 
 def test_an_unknown_tool_is_a_protocol_error(connect):

@@ -1,21 +1,30 @@
-"""`manage.py bootstrap`: first-run set-up for `make run` — an admin user and an API token.
+"""`manage.py bootstrap`: first-run set-up for `make run` — an admin user, an API token and, on the
+embedded host, the global interface session.
 
-Both are printed once, when they are created; later runs print nothing new.
+Each is announced once, when it is created; later runs print nothing new.
 """
 
 from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from sessions_app.models import SessionHeader
+from sessions_app.selectors import global_session_get
+from sessions_app.services import session_upsert
 from tokens.models import ApiToken
 from tokens.services import token_create
 
+GLOBAL_SESSION_ID = "ses_global"
+GLOBAL_SESSION_TITLE = "Global interface"
+
 
 class Command(BaseCommand):
-    help = "Ensure an admin user and an API token exist (printing them the first time)."
+    help = ("Ensure an admin user, an API token and (embedded host) a global interface session exist, "
+            "printing each the first time.")
 
     def handle(self, *args, **options):
         User = get_user_model()
@@ -26,3 +35,19 @@ class Command(BaseCommand):
         if not ApiToken.objects.exists():
             _, raw = token_create(name="local", scopes=["tools", "host"])
             self.stdout.write(f"API token created (scopes tools, host): {raw}")
+        if settings.DSHLOOP_HOST == "local":
+            self.ensure_global_session()
+
+    def ensure_global_session(self) -> None:
+        """Issue 12: a fresh install has a global interface, so `self` and the panel's loops work.
+
+        Only on the embedded host, where dshloop *is* the host; an HTTP host owns its sessions.
+        """
+        if global_session_get() is not None:
+            return
+        session_id = settings.DSHLOOP_GLOBAL_SESSION_ID or GLOBAL_SESSION_ID
+        changes = {"global_interface": True}
+        if not SessionHeader.objects.filter(session_id=session_id).exists():
+            changes["user_title"] = GLOBAL_SESSION_TITLE  # an existing session keeps its own title
+        session_upsert(session_id=session_id, changes=changes)
+        self.stdout.write(f"Global interface session created: {session_id} (the target \"self\")")
