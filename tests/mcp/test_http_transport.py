@@ -11,7 +11,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import ApiClient, error_of
 from tests.mcp.conftest import Connector, HttpServer, run, tool_error_of
-from tests.processes import MANAGE
+from tests.processes import MANAGE, wait_for
 from tokens.models import ApiToken
 from tokens.services import token_create
 
@@ -114,6 +114,10 @@ def test_serve_answers_the_api_and_mcp_on_one_port_and_stops_on_sigterm(tmp_path
                 return [tool.name for tool in (await client.list_tools()).tools]
 
         assert len(run(scenario)) == 5
+        # Stop a scheduler that is running, not one still starting (a SIGTERM before runloops sets
+        # its handlers ends it at once, with no graceful stop to see).
+        wait_for(lambda: httpx.get(f"{server.url}/api/health", timeout=10).json()["scheduler"]["alive"],
+                 timeout=30, interval=0.2, message="the scheduler's first heartbeat")
     finally:
         took = server.stop()
     assert server.process.returncode == 0, server.log()
