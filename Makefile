@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test bench clean
+.PHONY: run test lint bench clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,9 +41,22 @@ DSHLOOP_TEST_DATABASE_URL ?= postgresql://postgres@127.0.0.1:5432/test
 export DSHLOOP_TEST_DATABASE_URL
 endif
 
+# Each pass runs the fast suite first (no real processes, no browser: minutes), then the process
+# and browser tests (real runloops, serve and Chromium, real time) in their own pytest run.
+FAST := -m "not process and not browser"
+SLOW := -m "process or browser"
+
 test: $(TEST_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
-	$(PY) -m pytest --ds=tests.settings_postgres $(PYTEST_ARGS)
+	$(PY) -m pytest $(FAST) $(PYTEST_ARGS)
+	$(PY) -m pytest $(SLOW) $(PYTEST_ARGS)
+	$(PY) -m pytest --ds=tests.settings_postgres $(FAST) $(PYTEST_ARGS)
+	$(PY) -m pytest --ds=tests.settings_postgres $(SLOW) $(PYTEST_ARGS)
+
+# Style (ruff check, ruff format --check) and the import layers (import-linter, pyproject.toml).
+lint: $(TEST_STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # Benchmarks of issue 7 against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
 # ~50 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.

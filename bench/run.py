@@ -99,7 +99,7 @@ class Run:
     def limit(self) -> None:
         from bench.benchmarks import pgbench
 
-        for rep in range(self.sizes.reps):
+        for _rep in range(self.sizes.reps):
             for script in ("claim_one.sql", "claim_batch.sql"):
                 for clients in self.sizes.pgbench_clients:
                     self.record("limit", f"{script}/{clients}", pgbench(
@@ -157,7 +157,7 @@ class Run:
                 dshloop = self.systems[0]
                 # With a scheduler running, as in production: each loop_create wakes its clock.
                 with schedulers(dshloop, 1, self.logs("B4", 0), "api"):
-                    for rep in range(self.sizes.reps):
+                    for _rep in range(self.sizes.reps):
                         self.record("B4", f"dshloop/{size}/api", api_latency(
                             creates=self.sizes.b4_creates, lists=self.sizes.b4_lists,
                             global_lists=self.sizes.b4_global_lists))

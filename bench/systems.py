@@ -153,7 +153,7 @@ class Dshloop(System):
 
     def wake(self):
         # Rows inserted behind the clock's back: loop_create would notify on commit (loops.services).
-        from loops.clock import notify_clocks
+        from loops.notify import notify_clocks
 
         notify_clocks()
 

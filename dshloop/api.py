@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from functools import wraps
 from urllib.parse import unquote_to_bytes
@@ -15,31 +14,20 @@ from django.urls.converters import PathConverter
 from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
-from pydantic import TypeAdapter
-from pydantic import ValidationError as PydanticValidationError
 
+from loops.api import loops_router
+from loops.health import router as health_router
+from sessions_app.api import host_router
 from sessions_app.hosts.base import HostError
+from tools.api import router as tools_router
 
 from .auth import docs_access
 from .errors import ApiError, InvalidInput, NotFound, Unauthorized, host_unavailable
-from .schemas import Identifier
-from .validation import invalid_input_from
+from .http import RAW_PATH_INFO
+from .jsonparse import json_loads
+from .validation import check_identifier, invalid_input_from
 
 logger = logging.getLogger("dshloop.api")
-
-
-class NotAJsonNumber(ValueError):
-    pass
-
-
-def _not_a_json_number(constant: str):
-    raise NotAJsonNumber(f"{constant} is not a JSON number")
-
-
-def json_loads(raw: bytes | str):
-    """JSON as RFC 8259 has it: Python's json also reads NaN, Infinity and -Infinity, which no JSON
-    number is (NotAJsonNumber)."""
-    return json.loads(raw, parse_constant=_not_a_json_number)
 
 
 class JsonParser(Parser):
@@ -103,18 +91,6 @@ def on_too_big(request, exc):
                                       status=413, code="too_large"))
 
 
-CALLER_HEADER = "X-DSH-Session-Id"  # contract §2: the caller's session
-RAW_PATH_INFO = "dshloop.raw_path_info"  # the path's bytes, kept by dshloop.wsgi.server_fixes
-_identifier = TypeAdapter(Identifier)
-
-
-def _check_identifier(value: str, field: str) -> None:
-    try:
-        _identifier.validate_python(value)
-    except PydanticValidationError as exc:
-        raise invalid_input_from([{**e, "loc": (field,)} for e in exc.errors()]) from exc
-
-
 def _is_utf8(raw: bytes) -> bool:
     try:
         raw.decode("utf-8")
@@ -138,19 +114,9 @@ def _check_path_is_utf8(request: HttpRequest, path_ids: dict) -> None:
     raise InvalidInput(f"{what} is not valid UTF-8 once its %-escapes are decoded.", field=field)
 
 
-def _check_caller(caller: str) -> None:
-    if any("\ud800" <= ch <= "\udfff" for ch in caller):  # bytes that were not UTF-8 (dshloop.wsgi)
-        raise InvalidInput(f"{CALLER_HEADER} is not valid UTF-8: send the session ID as UTF-8 text.",
-                           field=CALLER_HEADER)
-    if "," in caller:
-        # A server joins a repeated header with commas (RFC 9110 §5.3), so these look alike.
-        raise InvalidInput(f"Send {CALLER_HEADER} once, with one session ID (it came twice, or holds a comma).",
-                           field=CALLER_HEADER)
-    _check_identifier(caller, CALLER_HEADER)
-
-
 def refuse_impossible_ids(view):
-    """Path IDs and the caller header go straight into lookups: refuse what no ID can be.
+    """Path IDs go straight into lookups: refuse what no ID can be (the caller header is checked by
+    the tools, tools.functions, whichever transport carries it).
 
     PostgreSQL cannot even compare text holding NUL, and neither database can encode a lone
     surrogate, so such a value would be a 500 instead of the contract's 4xx (contract §3). Bytes
@@ -163,10 +129,7 @@ def refuse_impossible_ids(view):
         path_ids = {name: value for name, value in (match.kwargs if match else {}).items() if isinstance(value, str)}
         _check_path_is_utf8(request, path_ids)
         for name, value in path_ids.items():
-            _check_identifier(value, name)
-        caller = request.headers.get(CALLER_HEADER, "").strip()
-        if caller:
-            _check_caller(caller)
+            check_identifier(value, field=name)
         return view(request, *args, **kwargs)
 
     return checked
@@ -193,25 +156,8 @@ def unknown_path(request, rest: str):
     raise NotFound("Nothing is at this path; GET /api/tools lists the tools and /api/docs the whole API.")
 
 
-def _mount_routers() -> None:
-    from loops.api import loops_router, tools_router
-    from loops.health import router as health_router
-    from sessions_app.api import host_router, session_tools_router
-
-    from .tools import router as catalogue_router
-
-    mounts = [
-        ("/tools", catalogue_router),
-        ("/tools", tools_router),
-        ("/tools", session_tools_router),
-        ("/loops", loops_router),
-        ("/host", host_router),
-    ]
-    for prefix, router in mounts:
-        router.add_decorator(refuse_impossible_ids)
-        api.add_router(prefix, router)
-    api.add_router("", health_router)  # no IDs, no caller: nothing to refuse
-    api.add_router("", fallback_router)
-
-
-_mount_routers()
+for prefix, router in [("/tools", tools_router), ("/loops", loops_router), ("/host", host_router)]:
+    router.add_decorator(refuse_impossible_ids)
+    api.add_router(prefix, router)
+api.add_router("", health_router)  # no IDs: nothing to refuse
+api.add_router("", fallback_router)

@@ -16,7 +16,7 @@ from a2wsgi import WSGIMiddleware
 from dshloop.wsgi import application as django_wsgi  # first: it sets Django up, which the MCP app needs
 
 # isort: split
-from dshloop.mcp.http import MCP_PATH, McpHttpApp, Receive, Scope, Send
+from tools.mcp.http import MCP_PATH, McpHttpApp, Receive, Scope, Send
 
 
 def a2wsgi_environ(app):

@@ -20,7 +20,6 @@ from enum import Enum
 import psycopg
 from django.db import connection, models
 
-
 # Values psycopg takes as they are: Django's per-value preparation of these only costs time
 # (SQLite needs it: datetimes are stored there as naive UTC text).
 _PLAIN_TYPES = {"CharField", "TextField", "BigIntegerField", "IntegerField", "PositiveIntegerField", "BooleanField",
@@ -36,7 +35,7 @@ def _preparer(column: models.Field):
 
 def _prepared(columns: Sequence[models.Field], rows: Iterable[Sequence]) -> list[list]:
     preparers = [_preparer(column) for column in columns]
-    return [[prepare(value) for prepare, value in zip(preparers, row)] for row in rows]
+    return [[prepare(value) for prepare, value in zip(preparers, row, strict=True)] for row in rows]
 
 
 def _unnest(columns: Sequence[models.Field]) -> str:
@@ -52,7 +51,7 @@ def _execute_unnest(sql: str, rows: list[list]) -> list[tuple]:
     transaction, and its errors are Django's."""
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, [list(column) for column in zip(*rows)])
+        cursor.execute(sql, [list(column) for column in zip(*rows, strict=True)])
         return cursor.fetchall() if cursor.description else []
 
 

@@ -7,6 +7,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
+from .http import CALLER_HEADER
+
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_ID_CHARS = 255
 
@@ -62,6 +64,6 @@ def answers(ok, *error_statuses: int) -> dict:
 
 # contract §2: the calling agent's session, documented on the operations that read it.
 CALLER_HEADER_DOC = {"parameters": [{
-    "in": "header", "name": "X-DSH-Session-Id", "required": False, "schema": {"type": "string"},
+    "in": "header", "name": CALLER_HEADER, "required": False, "schema": {"type": "string"},
     "description": "The calling agent's session (the current local session).",
 }]}

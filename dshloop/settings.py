@@ -140,6 +140,8 @@ INSTALLED_APPS = [
     "tokens",
     "sessions_app",
     "loops",
+    "tools",
+    "panel",
 ]
 
 MIDDLEWARE = [

@@ -7,6 +7,6 @@ from .api import api
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
-    path("panel/", include("loops.panel.urls")),  # contract §8
+    path("panel/", include("panel.urls")),  # contract §8
     path("", RedirectView.as_view(pattern_name="panel:index", permanent=False)),
 ]

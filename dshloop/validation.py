@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
 from .errors import InvalidInput
-from .schemas import MAX_SAFE_INTEGER
+from .schemas import MAX_SAFE_INTEGER, Identifier
 
 # Path parts that ninja adds around a body and that the caller never wrote.
 _WRAPPERS = {"body", "payload", "query", "path", "header"}
@@ -72,3 +78,26 @@ def invalid_input_from(errors: list[dict]) -> InvalidInput:
     if error.get("type") == "union_tag_not_found" or error.get("type") == "union_tag_invalid":
         field = field or "schedule"
     return InvalidInput(_message(error, field), field=field or None)
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter:
+    return TypeAdapter(kind)
+
+
+def check_identifier(value: object, *, field: str, kind: Any = Identifier) -> str:
+    """The one identifier check for values that come without a schema (path segments, the caller
+    header, a command's flag, a v1 record's id): `kind` is Identifier or a narrower Annotated type
+    (a session ID is not one of the reserved names). Returns the value; raises the contract's 422."""
+    try:
+        return _adapter(kind).validate_python(value)
+    except PydanticValidationError as exc:
+        raise invalid_input_from([{**error, "loc": (field,)} for error in exc.errors()]) from exc
+
+
+def is_identifier(value: object, kind: Any = Identifier) -> bool:
+    try:
+        _adapter(kind).validate_python(value)
+    except PydanticValidationError:
+        return False
+    return True

@@ -19,10 +19,11 @@ import os
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
+from dshloop.http import CALLER_META_KEY, RAW_PATH_INFO
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dshloop.settings")
 
-UTF8_HEADERS = ("HTTP_X_DSH_SESSION_ID",)
-RAW_PATH_INFO = "dshloop.raw_path_info"  # read by dshloop.api (which this module must not import)
+UTF8_HEADERS = (CALLER_META_KEY,)
 _READ_SIZE = 64 * 1024
 
 

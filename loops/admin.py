@@ -17,10 +17,9 @@ from django.utils.html import format_html, format_html_join
 from dshloop.admin import ReadOnlyAdmin
 from dshloop.errors import UnknownLoop
 
-from . import services
+from . import humanize, services
+from .humanize import loop_zone, preview
 from .models import Loop, LoopRun, SchedulerHeartbeat
-from .panel import humanize
-from .panel.rows import loop_zone, preview
 from .presenters import loop_state
 from .selectors import fire_times, loop_runs
 

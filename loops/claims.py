@@ -22,6 +22,7 @@ from dshloop.timeutil import to_ms
 
 from . import schedules
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+from .queue import enqueue_deliveries
 
 logger = logging.getLogger("dshloop.clock")
 
@@ -90,8 +91,6 @@ def _advance(loop: Loop, now: datetime) -> LoopRun:
 
 def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     """Claim up to `limit` due loops in one short transaction; returns the new run IDs."""
-    from .tasks import enqueue_deliveries
-
     with transaction.atomic(durable=True):
         due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
         loops = list(free_rows(due)[:limit])
@@ -150,8 +149,6 @@ def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> N
 
 def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     """Re-enqueue open runs whose retry time has come (a backoff ended, or their driver died)."""
-    from .tasks import enqueue_deliveries
-
     with transaction.atomic(durable=True):
         stale = LoopRun.objects.filter(status__in=OPEN_STATUSES, retry_at__lte=now).order_by("retry_at")
         run_ids = list(free_rows(stale).values_list("run_id", flat=True)[:limit])

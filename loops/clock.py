@@ -20,24 +20,19 @@ from django.utils import timezone
 
 from .claims import CLAIM_BATCH, claim_due, next_wakeup, recover_runs
 from .models import SchedulerHeartbeat
-from .notify import CLOCK_CHANNEL, Listener, can_listen, notify
+from .notify import CLOCK_CHANNEL, CLOCK_MAX_SLEEP, Listener, can_listen
 
 logger = logging.getLogger("dshloop.clock")
 
 # Safe delay clamping: never sleep past MAX_SLEEP (heartbeat, and a missed NOTIFY is only a
 # delay, never a loss); never tick faster than MIN_SLEEP, so that occurrences falling due close
 # together are claimed (and delivered) as one batch rather than one task each.
-MAX_SLEEP = 30.0
+MAX_SLEEP = CLOCK_MAX_SLEEP
 MIN_SLEEP = 0.05
 SQLITE_POLL = 0.25
 HEARTBEAT_EVERY = timedelta(seconds=25)  # alive = a tick in the last 60 s (contract §4)
 # Reconnect backoff after a database error: no crash loop while PostgreSQL restarts.
 ERROR_BACKOFF = (0.5, 1, 2, 5, 10)
-
-
-def notify_clocks() -> None:
-    """Wake sleeping clocks: the earliest deadline may have moved (sent at commit)."""
-    notify(CLOCK_CHANNEL)
 
 
 class Waker:
@@ -104,7 +99,7 @@ class Clock:
             try:
                 delay = self.tick()
                 failures = 0
-            except Exception as exc:  # noqa: BLE001 - only a signal stops the clock (issue 12)
+            except Exception as exc:
                 delay = ERROR_BACKOFF[min(failures, len(ERROR_BACKOFF) - 1)]
                 failures += 1
                 if isinstance(exc, DatabaseError):  # e.g. a server restart: expected, no traceback
@@ -122,7 +117,7 @@ class Clock:
         try:
             close_old_connections()
             connection.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection may raise; it is closed anyway
+        except Exception:
             logger.debug("closing the connection after a failed tick raised", exc_info=True)
         self.waker.close()
 

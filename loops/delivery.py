@@ -29,9 +29,9 @@ from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
 
 from .claims import OPEN_STATUSES, free_rows, lease
-from .clock import MAX_SLEEP, notify_clocks
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+from .notify import CLOCK_MAX_SLEEP, notify_clocks
 from .targets import BatchView, PermanentFailure, resolve_target
 
 logger = logging.getLogger("dshloop.delivery")
@@ -98,7 +98,7 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
         return Outcome(run, error=str(exc))
     except HostError as exc:
         return _failure(run, error=str(exc), transient=exc.transient)
-    except Exception as exc:  # noqa: BLE001 - an unexpected error is retried, never lost
+    except Exception as exc:
         logger.exception("resolving the target of %s raised", run.occurrence_key)
         return _failure(run, error=f"Unexpected error: {exc}", transient=True)
     return Message(target.session_id, loop_message(loop_id=loop.loop_id, prompt=loop.prompt), source,
@@ -113,13 +113,13 @@ def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
     try:
         results = host.deliver_many([message for _, message in pending]) if pending else []
-    except Exception as exc:  # noqa: BLE001 - the whole batch is retried, never lost
+    except Exception as exc:
         logger.exception("delivering a batch of %d raised", len(pending))
         results = [HostError(f"Unexpected error: {exc}", transient=True)] * len(pending)
     delivered = {
         run.run_id: (Outcome(run, delivered=True) if not isinstance(result, HostError)
                      else _failure(run, error=str(result), transient=result.transient))
-        for (run, _), result in zip(pending, results)
+        for (run, _), result in zip(pending, results, strict=True)
     }
     return [delivered.get(run.run_id) or item for run, item in prepared]
 
@@ -175,7 +175,7 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime
             last_run_at=now, last_result=status, last_error=error,
             state=Case(When(kind=ScheduleKind.AFTER, then=Value(after_state)),
                        When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)), default=F("state")))
-    soon = now + timedelta(seconds=MAX_SLEEP)
+    soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
     if any(loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
            for loop in (loops.get(outcome.run.loop_id) for outcome in finished) if loop):
         # Claimable again soon: a clock sleeping past that deadline must wake up.

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Protocol
 from xml.sax.saxutils import escape
 
 from dshloop.timeutil import to_ms
 
-from .models import LoopRun
+
+class RunRef(Protocol):
+    """What the source names of a run (a LoopRun): this module stays pure, below the models."""
+
+    loop_id: str
+    run_id: str
+    occurrence_key: str
+    scheduled_at: datetime
 
 # XML parsers turn a raw CR into LF; a character reference survives, so parsing the message
 # gives back the prompt byte for byte.
@@ -22,7 +31,7 @@ def loop_message(*, loop_id: str, prompt: str) -> str:
     )
 
 
-def run_source(run: LoopRun) -> dict:
+def run_source(run: RunRef) -> dict:
     return {
         "kind": "loop",
         "loop_id": run.loop_id,

@@ -12,12 +12,16 @@ import logging
 import select
 import time
 
+import psycopg
 from django.db import DatabaseError, connection
 
 logger = logging.getLogger("dshloop.notify")
 
 CLOCK_CHANNEL = "dshloop_clock"  # the earliest loop deadline may have moved
 TASKS_CHANNEL = "dshloop_tasks"  # deliveries were enqueued
+# A sleeping clock wakes at least this often (heartbeat; a missed NOTIFY is only a delay): a
+# deadline moved within this window needs a notify_clocks(), a later one is found anyway.
+CLOCK_MAX_SLEEP = 30.0
 # Seconds between attempts to reconnect a listener while the server is unreachable (a restart):
 # a refused connection fails in a millisecond, so without a pause the waiter would spin.
 RECONNECT_BACKOFF = (0.5, 1, 2, 5, 10)
@@ -31,6 +35,11 @@ def notify(channel: str) -> None:
             cursor.execute(f"NOTIFY {channel}")
     except DatabaseError:
         logger.warning("could not notify %s", channel, exc_info=True)
+
+
+def notify_clocks() -> None:
+    """Wake sleeping clocks: the earliest deadline may have moved (delivered at commit)."""
+    notify(CLOCK_CHANNEL)
 
 
 def can_listen() -> bool:
@@ -52,8 +61,6 @@ class Listener:
         self.reconnect_at = 0.0  # monotonic time of the next attempt
 
     def _connect(self):
-        import psycopg
-
         params = {key: value for key, value in connection.get_connection_params().items()
                   if key not in {"cursor_factory", "context"}}
         self.conn = psycopg.connect(**params, autocommit=True)

@@ -130,7 +130,7 @@ def _refuse_reversed_ranges(fields: list[str]) -> None:
     # croniter reads "5-1" as a range that wraps around (5..59 and 0..1); standard cron refuses it,
     # and a user who wrote it more likely swapped the ends than meant the wrap: say so (spec §9).
     # A macro (one field) has no ranges.
-    for field, text in zip(_FIELD_NAMES, fields if len(fields) == len(_FIELD_NAMES) else []):
+    for field, text in zip(_FIELD_NAMES, fields if len(fields) == len(_FIELD_NAMES) else [], strict=False):
         for item in text.split(","):
             span = item.split("/", 1)[0]
             if "-" not in span:
@@ -344,3 +344,13 @@ def catch_up(schedule: Schedule, *, created_at: datetime, due_at: datetime, now:
             break
         deliver_at, missed = t, missed + 1
     return CatchUp(deliver_at, missed, next_at)
+
+
+def next_due(schedule: Schedule, *, created_at: datetime, now: datetime, host_tz: str) -> datetime | None:
+    """A new loop's next_at: its first occurrence; or, for a grid that started before now (an
+    imported v1 loop keeps its created_at), the latest occurrence already due, delivered once at
+    once (spec §3 anti-burst), never a replay of every interval since created_at."""
+    first = first_occurrence(schedule, created_at=created_at, host_tz=host_tz)
+    if first is None or first > now:
+        return first
+    return catch_up(schedule, created_at=created_at, due_at=first, now=now, host_tz=host_tz).deliver_at

@@ -4,11 +4,15 @@ generate the JSON Schemas handed to agents (GET /api/tools)."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Union
+from datetime import datetime
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from dshloop.errors import InvalidInput
 from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, text
+
+from . import schedules
 
 MAX_PROMPT_CHARS = 100_000
 
@@ -54,12 +58,18 @@ class EverySchedule(StrictModel):
     kind: Literal["every"]
     every_seconds: Seconds
 
+    def to_schedule(self, *, host_tz: str, now: datetime) -> schedules.Schedule:
+        return schedules.Every(self.every_seconds)
+
 
 class AfterSchedule(StrictModel):
     """One occurrence, after_seconds after creation."""
 
     kind: Literal["after"]
     after_seconds: Seconds
+
+    def to_schedule(self, *, host_tz: str, now: datetime) -> schedules.Schedule:
+        return schedules.After(self.after_seconds)
 
 
 class CronSchedule(StrictModel):
@@ -69,8 +79,15 @@ class CronSchedule(StrictModel):
     expr: Annotated[text(200), Field(min_length=1, description='e.g. "30 9 * * 1-5"')]
     tz: Annotated[text(64), Field(description='IANA name, e.g. "Asia/Shanghai"')] | None = None
 
+    def to_schedule(self, *, host_tz: str, now: datetime) -> schedules.Schedule:
+        """STYLE 3: valid only if a next occurrence can be computed; else the contract's error."""
+        try:
+            return schedules.validate_cron(self.expr, self.tz, host_tz=host_tz, now=now)
+        except schedules.ScheduleError as exc:
+            raise InvalidInput(exc.message, field=exc.field, code=exc.code) from exc
 
-ScheduleIn = Annotated[Union[EverySchedule, AfterSchedule, CronSchedule], Field(discriminator="kind")]
+
+ScheduleIn = Annotated[EverySchedule | AfterSchedule | CronSchedule, Field(discriminator="kind")]
 
 
 class LoopCreateIn(StrictModel):
@@ -89,8 +106,21 @@ class LoopCreateIn(StrictModel):
 
     @property
     def v1_interval(self) -> int | None:
-        # Read without pydantic's DeprecationWarning: using the alias is logged by the service instead.
+        # Read without pydantic's DeprecationWarning: using the alias is logged by the tool instead.
         return self.__dict__["time_in_seconds"]
+
+    def to_schedule(self, *, host_tz: str, now: datetime) -> schedules.Schedule:
+        """The schedule this input asks for: `schedule`, or the deprecated v1 `time_in_seconds`
+        (spec §10) standing for an `every` schedule; one of the two, never both."""
+        if self.schedule is not None and self.v1_interval is not None:
+            raise InvalidInput("Give either 'schedule' or the deprecated 'time_in_seconds', not both.",
+                               field="time_in_seconds")
+        if self.schedule is None and self.v1_interval is None:
+            raise InvalidInput("'schedule' is required, e.g. {\"kind\": \"every\", \"every_seconds\": 600}.",
+                               field="schedule")
+        if self.v1_interval is not None:
+            return schedules.Every(self.v1_interval)
+        return self.schedule.to_schedule(host_tz=host_tz, now=now)
 
 
 class LoopListIn(StrictModel):
@@ -127,7 +157,7 @@ class CronOut(BaseModel):
 class LoopView(BaseModel):
     loop_id: str
     prompt: str
-    schedule: Union[EveryOut, AfterOut, CronOut]
+    schedule: EveryOut | AfterOut | CronOut
     session_id: str
     preset: str | None = None
     created_by_session_id: str

@@ -7,13 +7,12 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import F, Q, QuerySet
 
-from dshloop.errors import InvalidInput, UnknownLoop, UnknownSession
+from dshloop.errors import InvalidInput, UnknownLoop
 from sessions_app.hosts import get_host
+from sessions_app.models import ReservedTarget
 
 from . import schedules
 from .models import Loop, LoopRun, LoopState
-
-GLOBAL_SELECTOR = "global"
 
 
 def _ordered(loops: QuerySet[Loop]) -> QuerySet[Loop]:
@@ -31,29 +30,21 @@ def loops_targeting(session_id: str) -> QuerySet[Loop]:
     target = Q(session_id=session_id)
     global_session = get_host().global_session()
     if global_session and global_session.session_id == session_id:
-        target |= Q(session_id="self")
+        target |= Q(session_id=ReservedTarget.SELF)
     return _ordered(active_loops().filter(target))
 
 
-def loop_list(*, selector: str | None, caller_session_id: str | None) -> QuerySet[Loop]:
-    """The three spec §2.2 forms: {} (caller), {"session_id": "global"}, {"session_id": X}."""
-    from .services import require_caller  # the same rule as loop_create
-
-    if selector is None:
-        caller = require_caller(caller_session_id)
-        if get_host().get_session(caller) is None:
-            # As loop_create {} does: an unknown caller is a mistake to name, not an empty list.
-            raise UnknownSession(f"The host knows no session {caller!r}; list_sessions shows the ones it knows.")
-        return loops_targeting(caller)
-    if selector == GLOBAL_SELECTOR:
+def loop_list(*, scope: str) -> QuerySet[Loop]:
+    """spec §2.2: every active loop (scope "global"), or those that deliver to one session."""
+    if scope == ReservedTarget.GLOBAL:
         return _ordered(active_loops())
-    if selector in {"self", "new"}:
+    if scope in {ReservedTarget.SELF, ReservedTarget.NEW}:
         raise InvalidInput(
-            f"'{selector}' is a loop_create target, not a list scope; use {{}} for your session, "
+            f"'{scope}' is a loop_create target, not a list scope; use {{}} for your session, "
             "\"global\" for all loops, or a session ID.",
             field="session_id",
         )
-    return loops_targeting(selector)
+    return loops_targeting(scope)
 
 
 def loop_get(loop_id: str) -> Loop:
@@ -97,8 +88,9 @@ def active_loops_in_quota(*, target: str, created_by: str | None) -> int:
     loops `created_by` created, together (one bucket, so alternating the two does not double it).
     Each count is one index range: the session_id index, or loop_creator_idx.
     """
-    if target in {"new", "self"}:
-        loops = active_loops().filter(created_by_session_id=created_by, session_id__in=["new", "self"])
+    per_creator = [ReservedTarget.NEW, ReservedTarget.SELF]
+    if target in per_creator:
+        loops = active_loops().filter(created_by_session_id=created_by, session_id__in=per_creator)
     else:
         loops = active_loops().filter(session_id=target)
     return loops.count()

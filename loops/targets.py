@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from sessions_app.hosts.base import Host, SessionInfo
+from sessions_app.hosts.base import Host
+from sessions_app.records import SessionInfo
 
 from .models import Loop, LoopRun
 

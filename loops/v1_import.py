@@ -9,31 +9,28 @@ second active copy of a v1 loop (spec §10: "must not silently create two active
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
-from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from dshloop.errors import QuotaExceeded
+from dshloop.errors import ApiError
 from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
 from dshloop.timeutil import from_ms, to_ms, truncate_to_ms
-from dshloop.validation import field_path, invalid_input_from
+from dshloop.validation import field_path, invalid_input_from, is_identifier
 from sessions_app.hosts import get_host
 from sessions_app.schemas import SessionId
 
-from . import schedules
-from .models import Loop, LoopState, ScheduleKind
+from . import schedules, services
+from .models import Loop, ScheduleKind
 from .schemas import Prompt, Seconds
-from .services import check_loop_quota, lock_quota_count, new_loop_id, wake_clocks
 
 Outcome = Literal["imported", "already_present", "invalid"]
 
@@ -46,9 +43,6 @@ class V1Record(StrictModel):
     time_in_seconds: Seconds
     session_id: SessionId  # an actual session: "self", "new" and "global" are never session IDs (spec §9)
     created_at: Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER, description="Epoch milliseconds.")] | None = None
-
-
-_v1_id = TypeAdapter(Identifier)
 
 
 class V1ExportError(ValueError):
@@ -115,11 +109,8 @@ def _json_type(value: object) -> str:
 def _label(index: int, record: object) -> tuple[str, str | None]:
     """(label, v1 id): the id when it is a usable identifier, else the record's position."""
     if isinstance(record, dict) and "id" not in getattr(record, "duplicate_keys", ()):
-        try:
-            v1_id = _v1_id.validate_python(record.get("id"), strict=True)
-        except PydanticValidationError:
-            pass
-        else:
+        v1_id = record.get("id")
+        if is_identifier(v1_id):
             return v1_id, v1_id
     return f"#{index}", None
 
@@ -161,20 +152,6 @@ def _validate(record: object, *, now: datetime) -> tuple[V1Record | None, str]:
     return parsed, ""
 
 
-def continued_next_at(schedule: schedules.Every, *, created_at: datetime, now: datetime) -> datetime | None:
-    """The next_at of a v1 loop whose grid started at created_at, as seen at import time `now`.
-
-    The grid is created_at + k*every_seconds (k >= 1), as for any `every` loop. If grid points are
-    already due, spec §3 anti-burst applies: the loop gets one catch-up delivery, the latest due grid
-    point, now, and then continues on its grid; it never replays the interval since created_at.
-    """
-    first = schedules.first_occurrence(schedule, created_at=created_at, host_tz=settings.TIME_ZONE)
-    if first is None or first > now:
-        return first
-    return schedules.catch_up(schedule, created_at=created_at, due_at=first, now=now,
-                              host_tz=settings.TIME_ZONE).deliver_at
-
-
 def _differences(record: V1Record, loop: Loop) -> tuple[str, ...]:
     """What a record says that its already imported loop does not (v2 loops are never edited)."""
     differs = []
@@ -197,37 +174,33 @@ def _present(index: int, label: str, loop: Loop | None, record: object) -> Recor
     return RecordResult(index, label, "already_present", loop_id=loop.loop_id if loop else None, differs=differs)
 
 
-def _new_loop(record: V1Record, *, now: datetime) -> Loop:
-    # spec §10 mapping: {prompt, time_in_seconds} -> every loop targeting the record's session, which
-    # is also recorded as the creator (the v1 loop was that session's own loop).
-    schedule = schedules.Every(record.time_in_seconds)
-    if record.created_at is None:
-        created_at = now
-        next_at = schedules.first_occurrence(schedule, created_at=now, host_tz=settings.TIME_ZONE)
-    else:
-        created_at = from_ms(record.created_at)
-        next_at = continued_next_at(schedule, created_at=created_at, now=now)
-    return Loop(
-        loop_id=new_loop_id(), prompt=record.prompt, kind=ScheduleKind.EVERY, every_seconds=record.time_in_seconds,
-        session_id=record.session_id, created_by_session_id=record.session_id, created_at=created_at,
-        next_at=next_at, state=LoopState.SCHEDULED, v1_id=record.id,
-    )
-
-
 def import_v1_records(records: list, *, dry_run: bool = False, now: datetime | None = None) -> Iterator[RecordResult]:
     """Validate and import each record in order, one transaction per record; yields one result each.
 
-    A dry run validates and reports the same, but writes nothing. The host is asked about each
-    record's session; a HostError (the DSH host did not answer) propagates: records before it are
-    already imported, and importing again skips them.
+    A dry run is the same import inside one transaction that is rolled back at the end, so it
+    reports exactly what a real one would (quota counts included) and writes nothing. The host is
+    asked about each record's session; a HostError (the DSH host did not answer) propagates:
+    records before it are already imported, and importing again skips them.
     """
     now = truncate_to_ms(now or timezone.now())  # one clock for the whole import (STYLE 7)
+    if not dry_run:
+        yield from _import_each(records, now=now, dry_run=False)
+        return
+    with transaction.atomic():
+        try:
+            yield from _import_each(records, now=now, dry_run=True)
+        finally:
+            transaction.set_rollback(True)
+
+
+def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[RecordResult]:
     planned: set[str] = set()  # v1 ids this run imported (or, dry, would import)
-    dry_pending: Counter[str] = Counter()  # per session: loops a dry run would have added (not rows)
     for index, record in enumerate(records):
         label, v1_id = _label(index, record)
         if v1_id is not None:
             existing = Loop.objects.filter(v1_id=v1_id).first()
+            if dry_run and v1_id in planned:
+                existing = None  # made by this dry run: rolled back at its end
             if existing is not None or v1_id in planned:
                 # Earlier in this file or in an earlier import: nothing new, whatever the rest says.
                 yield _present(index, label, existing, record)
@@ -236,32 +209,28 @@ def import_v1_records(records: list, *, dry_run: bool = False, now: datetime | N
         if parsed is None:
             yield RecordResult(index, label, "invalid", reason=reason)
             continue
-        loop = _new_loop(parsed, now=now)
         try:
-            loop.full_clean(validate_unique=False)  # uniqueness: the database's, below (races)
+            # spec §10 mapping: {prompt, time_in_seconds} -> an every loop targeting the record's
+            # session, which is also its creator (the v1 loop was that session's own loop). A v1 grid
+            # that started at created_at continues: one catch-up if points are due, no replay. The
+            # quota holds here too (issue 12); the import is idempotent, so after raising the
+            # setting, importing again adds the rest.
+            loop = services.loop_create(
+                prompt=parsed.prompt, schedule=schedules.Every(parsed.time_in_seconds), target=parsed.session_id,
+                preset=None, created_by=parsed.session_id,
+                created_at=now if parsed.created_at is None else from_ms(parsed.created_at), v1_id=parsed.id, now=now,
+            )
+        except ApiError as exc:  # e.g. quota_exceeded
+            yield RecordResult(index, label, "invalid", reason=exc.message)
+            continue
         except DjangoValidationError as exc:
             yield RecordResult(index, label, "invalid", reason=" ".join(exc.messages))
-            continue
-        try:
-            with transaction.atomic():
-                # The quota holds for imports too (issue 12): it bounds what one session's loop_list
-                # carries. The import is idempotent, so after raising the setting, importing again adds the rest.
-                lock_quota_count(target=loop.session_id, creator=loop.created_by_session_id)
-                check_loop_quota(target=loop.session_id, creator=loop.created_by_session_id,
-                                 pending=dry_pending[loop.session_id])
-                if not dry_run:
-                    loop.save(force_insert=True)
-                    transaction.on_commit(wake_clocks)
-        except QuotaExceeded as exc:
-            yield RecordResult(index, label, "invalid", reason=exc.message)
             continue
         except IntegrityError:
             # Another import of the same id committed between our check and our insert.
             yield _present(index, label, Loop.objects.filter(v1_id=parsed.id).first(), record)
             continue
         planned.add(parsed.id)
-        if dry_run:
-            dry_pending[loop.session_id] += 1
         yield RecordResult(index, label, "imported", loop_id=None if dry_run else loop.loop_id,
                            every_seconds=loop.every_seconds, session_id=loop.session_id, next_at=loop.next_at,
                            due_now=loop.next_at is not None and loop.next_at <= now)

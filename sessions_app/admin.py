@@ -12,10 +12,10 @@ from django import forms
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
-from pydantic import TypeAdapter, ValidationError
 
 from dshloop.admin import ReadOnlyAdmin
-from dshloop.validation import invalid_input_from
+from dshloop.errors import ApiError
+from dshloop.validation import check_identifier
 
 from . import services
 from .models import InboxMessage, Preset, SessionHeader
@@ -23,9 +23,6 @@ from .schemas import SessionId
 from .titles import fold_title
 
 _HEADER_FIELDS = ["user_title", "generated_title", "first_prompt", "status", "preset", "model", "global_interface"]
-
-
-_session_id = TypeAdapter(SessionId)
 
 
 class SessionHeaderForm(forms.ModelForm):
@@ -37,10 +34,9 @@ class SessionHeaderForm(forms.ModelForm):
         # The same check as PUT /api/host/sessions/{id}: no reserved self/new/global (spec §9).
         value = self.cleaned_data["session_id"]
         try:
-            return _session_id.validate_python(value)
-        except ValidationError as exc:
-            raise forms.ValidationError(invalid_input_from(
-                [{**e, "loc": ("session_id",)} for e in exc.errors()]).message) from exc
+            return check_identifier(value, field="session_id", kind=SessionId)
+        except ApiError as error:
+            raise forms.ValidationError(error.message) from error
 
     def _get_validation_exclusions(self):
         # session_upsert *moves* the one global-interface flag (contract §5); the model's

@@ -1,71 +1,32 @@
-"""Session tools (spec §7) and the embedded host's registry endpoints (contract §5)."""
+"""The embedded host's registry endpoints (contract §5). The session tools are in tools/."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 from ninja import Router
-from pydantic import TypeAdapter, ValidationError
 
-from dshloop.auth import host_auth, tools_auth
+from dshloop.auth import host_auth
 from dshloop.errors import NotFound
 from dshloop.schemas import answers
-from dshloop.timeutil import iso, to_ms
-from dshloop.validation import invalid_input_from
+from dshloop.timeutil import to_ms
+from dshloop.validation import check_identifier
 
 from . import services
 from .hosts import get_host
-from .hosts.base import SessionInfo
 from .models import InboxMessage
+from .presenters import session_view
+from .records import SessionInfo
 from .schemas import (
-    CheckSessionStatusIn,
     HostPresetIn,
     HostPresetOut,
     HostSessionIn,
     HostSessionOut,
     InboxOut,
-    ListSessionsIn,
     SessionId,
-    SessionsOut,
-    SessionStatusView,
 )
 from .selectors import session_info
 
-session_tools_router = Router(auth=tools_auth, tags=["tools"])
 host_router = Router(auth=host_auth, tags=["host"])
-
-_session_id_adapter = TypeAdapter(SessionId)
-
-
-def parse_session_id(value: str) -> str:
-    try:
-        return _session_id_adapter.validate_python(value)
-    except ValidationError as exc:
-        raise invalid_input_from([{**e, "loc": ("session_id",)} for e in exc.errors()]) from exc
-
-
-def session_view(session: SessionInfo) -> dict:
-    return {"session_id": session.session_id, "title": session.title, "status": session.status,
-            "updated_at": iso(session.updated_at)}
-
-
-@session_tools_router.post("/list_sessions", response=answers(SessionsOut, 409), exclude_none=True,
-                           summary="list_sessions")
-def list_sessions(request, payload: ListSessionsIn):
-    """Sessions, newest activity first, live and cold, with durable titles (never generated on demand)."""
-    return {"sessions": [session_view(s) for s in get_host().list_sessions(limit=payload.limit)]}
-
-
-@session_tools_router.post(
-    "/check_session_status", response=answers(SessionStatusView, 409), exclude_none=True,
-    summary="check_session_status"
-)
-def check_session_status(request, payload: CheckSessionStatusIn):
-    """running, idle, cold or missing for one exact session; never resumes it."""
-    session = get_host().get_session(payload.session_id)
-    if session is None:
-        return {"session_id": payload.session_id, "status": "missing"}
-    return session_view(session)
-
 
 def host_session_out(session: SessionInfo) -> dict:
     return {**session_view(session), "preset": session.preset or None, "model": session.model or None,
@@ -75,7 +36,7 @@ def host_session_out(session: SessionInfo) -> dict:
 @host_router.put("/sessions/{session_id}", response=answers(HostSessionOut), exclude_none=True)
 def host_session_put(request, session_id: str, payload: HostSessionIn):
     header = services.session_upsert(
-        session_id=parse_session_id(session_id), changes=payload.model_dump(exclude_unset=True, exclude_none=True)
+        session_id=check_identifier(session_id, field="session_id", kind=SessionId), changes=payload.model_dump(exclude_unset=True, exclude_none=True)
     )
     return host_session_out(session_info(header))
 
@@ -90,13 +51,7 @@ def host_session_get(request, session_id: str):
 
 @host_router.put("/presets/{name}", response=answers(HostPresetOut))
 def host_preset_put(request, name: str, payload: HostPresetIn):
-    from dshloop.schemas import Identifier
-
-    try:
-        name = TypeAdapter(Identifier).validate_python(name)
-    except ValidationError as exc:
-        raise invalid_input_from([{**e, "loc": ("name",)} for e in exc.errors()]) from exc
-    preset = services.preset_upsert(name=name, mountable=payload.mountable)
+    preset = services.preset_upsert(name=check_identifier(name, field="name"), mountable=payload.mountable)
     return {"name": preset.name, "mountable": preset.mountable}
 
 

@@ -9,8 +9,17 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-# spec §9: exact, case-sensitive selector values that can never be actual session IDs.
-RESERVED_SESSION_IDS = frozenset({"self", "new", "global"})
+
+class ReservedTarget(models.TextChoices):
+    """spec §9: exact, case-sensitive names that are never actual session IDs: two loop targets
+    and the loop_list scope of every loop."""
+
+    SELF = "self", "the global interface session"
+    NEW = "new", "a fresh session for every occurrence"
+    GLOBAL = "global", "every loop (a loop_list scope, not a target)"
+
+
+RESERVED_SESSION_IDS = frozenset(ReservedTarget.values)
 
 
 class SessionStatus(models.TextChoices):
@@ -75,3 +84,6 @@ class InboxMessage(models.Model):
     class Meta:
         ordering = ["created_at", "message_id"]
         indexes = [models.Index(fields=["session_id", "created_at"], name="inbox_session_idx")]
+
+    def __str__(self) -> str:
+        return self.occurrence_key

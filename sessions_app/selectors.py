@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from .hosts.base import PresetInfo, SessionInfo
 from .models import Preset, SessionHeader
+from .records import PresetInfo, SessionInfo
 from .titles import fold_title
 
 

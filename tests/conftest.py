@@ -8,12 +8,46 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.test import Client
+from django.utils import timezone
+from pydantic import TypeAdapter
 
+from dshloop.timeutil import truncate_to_ms
+from loops import services
+from loops.models import Loop
+from loops.schemas import ScheduleIn
 from sessions_app.services import preset_upsert, session_upsert
 from tokens.services import token_create
+
+T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday: the frozen "now" of the schedule tests
+
+
+def s(seconds: float) -> timedelta:
+    return timedelta(seconds=seconds)
+
+
+def every(seconds: int = 10) -> dict:
+    """A schedule as the tools take it (spec §3)."""
+    return {"kind": "every", "every_seconds": seconds}
+
+
+def after(seconds: int = 10) -> dict:
+    return {"kind": "after", "after_seconds": seconds}
+
+
+def create_loop(schedule: dict, *, target: str, prompt: str = "Check the deploy", preset: str | None = None,
+                created_by: str | None = None, at: datetime | None = None) -> Loop:
+    """A loop made through services.loop_create, as the tools and the panel make them; `schedule`
+    as the tools take it, `created_by` defaulting to what a caller-less create records."""
+    now = truncate_to_ms(at or timezone.now())
+    domain = TypeAdapter(ScheduleIn).validate_python(schedule).to_schedule(host_tz=django_settings.TIME_ZONE, now=now)
+    return services.loop_create(prompt=prompt, schedule=domain, target=target, preset=preset,
+                                created_by=services.default_creator() if created_by is None else created_by,
+                                created_at=now)
 
 
 def pytest_report_header(config):
@@ -82,7 +116,7 @@ class ApiClient:
     def tool(self, name: str, body=None, *, raw: bytes | str | None = None, session_id: str | None = None):
         return self.post(f"/api/tools/{name}", body, raw=raw, session_id=session_id)
 
-    def as_session(self, session_id: str | None) -> "ApiClient":
+    def as_session(self, session_id: str | None) -> ApiClient:
         return ApiClient(self.token, session_id)
 
 

@@ -52,7 +52,7 @@ class RefHost:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "RefHost":
+    def start(self) -> RefHost:
         handler = type("Handler", (_Handler,), {"host": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self.server.daemon_threads = True

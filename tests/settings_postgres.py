@@ -12,6 +12,6 @@ os.environ["DATABASE_URL"] = os.environ.get("DSHLOOP_TEST_DATABASE_URL") or "sql
 # the processes the tests start are given too (tests/processes.py and the like).
 os.environ.setdefault("DJANGO_SECRET_KEY", "dshloop-tests-" + secrets.token_urlsafe(32))
 
-from dshloop.settings import *  # noqa: E402,F403
+from dshloop.settings import *  # noqa: F403
 
 POSTGRES_PASS = True

@@ -22,7 +22,7 @@ from dshloop.wsgi import server_fixes
 from loops.models import Loop
 from sessions_app.models import SessionHeader
 from sessions_app.services import session_upsert
-from tests.mcp.conftest import HttpServer
+from tests.tools.mcp.conftest import HttpServer
 from tokens.services import token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)

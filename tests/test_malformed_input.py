@@ -16,7 +16,9 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 from django.test import Client
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from tests.conftest import ApiClient, error_of
 

@@ -7,16 +7,14 @@ from functools import cache
 from django.conf import settings
 
 from .base import Host
+from .http import HttpHost
+from .local import LocalHost
 
 
 @cache
 def _host_for(kind: str, url: str, token: str, global_session_id: str, timeout: float) -> Host:
     if kind == "http":
-        from .http import HttpHost
-
         return HttpHost(url, token, global_session_id=global_session_id, timeout=timeout)
-    from .local import LocalHost
-
     return LocalHost()
 
 

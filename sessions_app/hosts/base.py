@@ -6,25 +6,9 @@ Tools, scheduler and panel talk only to this interface, never to a host implemen
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session_id: str
-    status: str  # running | idle | cold
-    updated_at: datetime
-    title: str | None = None
-    preset: str = ""
-    model: str = ""
-    global_interface: bool = False
-
-
-@dataclass(frozen=True)
-class PresetInfo:
-    name: str
-    mountable: bool
+from ..records import PresetInfo, SessionInfo
 
 
 @dataclass(frozen=True)
@@ -63,7 +47,7 @@ class Host(Protocol):
     # Batch forms, so the embedded host can use one query for many runs; a remote host loops.
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]: ...
 
-    def deliver_many(self, messages: list["Message"]) -> list["Delivered | HostError"]: ...
+    def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]: ...
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 from datetime import UTC, datetime
+from urllib.parse import quote
 
 import httpx
 from django.core.exceptions import ValidationError
@@ -25,7 +26,8 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.selectors import session_info, session_list
 from sessions_app.services import session_headers_cache
 
-from .base import Delivered, HostError, Message, PresetInfo, SessionInfo, deliver_each
+from ..records import PresetInfo, SessionInfo
+from .base import Delivered, HostError, Message, deliver_each
 
 _STATUSES = {choice.value for choice in SessionStatus}
 
@@ -254,6 +256,4 @@ class HttpHost:
 
 
 def _quote(segment: str) -> str:
-    from urllib.parse import quote
-
     return quote(segment, safe="")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sessions_app import selectors, services
 from sessions_app.models import SessionStatus
 
-from .base import Delivered, HostError, Message, PresetInfo, SessionInfo
+from ..records import PresetInfo, SessionInfo
+from .base import Delivered, HostError, Message
 
 
 class LocalHost:
@@ -53,7 +54,7 @@ class LocalHost:
         message_ids = services.inbox_deliver_many(
             [(m.session_id, m.text, m.source, m.occurrence_key, modes[m.occurrence_key]) for m in known]
         )
-        delivered = dict(zip((m.occurrence_key for m in known), message_ids))
+        delivered = dict(zip((m.occurrence_key for m in known), message_ids, strict=True))
         return [
             Delivered(delivered[m.occurrence_key], modes[m.occurrence_key]) if m.occurrence_key in delivered
             else HostError(f"Session {m.session_id} does not exist.", transient=False)

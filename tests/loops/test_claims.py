@@ -13,15 +13,10 @@ from django.db import connection
 from django_q.models import OrmQ
 
 from dshloop.timeutil import to_ms
-from loops import claims, tasks
+from loops import claims, queue
 from loops.claims import claim_due, lease, recover_runs
 from loops.models import Loop, LoopRun, LoopState, RunStatus
-
-T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday
-
-
-def s(seconds: float) -> timedelta:
-    return timedelta(seconds=seconds)
+from tests.conftest import T0, every, s
 
 
 @pytest.fixture
@@ -36,9 +31,6 @@ def create(api):
 
     return make
 
-
-def every(seconds: int) -> dict:
-    return {"kind": "every", "every_seconds": seconds}
 
 
 def enqueued_run_ids() -> list[str]:
@@ -111,7 +103,7 @@ def test_failing_enqueue_rolls_back_the_claim(create, monkeypatch):
     def broken_async_task(*args, **kwargs):
         raise RuntimeError("broker down")
 
-    monkeypatch.setattr(tasks, "async_task", broken_async_task)
+    monkeypatch.setattr(queue, "async_task", broken_async_task)
     with pytest.raises(RuntimeError, match="broker down"):
         claim(T0 + s(10))
 
@@ -124,8 +116,8 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
     """The broker writes in the claim's transaction (django-q2 #293): a later failure undoes the
     tasks already enqueued, so no task can point at a run that does not exist."""
     loops = [create(every(10)), create(every(10))]
-    monkeypatch.setitem(tasks.DELIVERY_BATCH, "local", 1)  # one task per run: the second enqueue fails
-    real_async_task = tasks.async_task
+    monkeypatch.setitem(queue.DELIVERY_BATCH, "local", 1)  # one task per run: the second enqueue fails
+    real_async_task = queue.async_task
     calls = []
 
     def second_enqueue_fails(*args, **kwargs):
@@ -134,7 +126,7 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
             raise RuntimeError("broker down")
         return real_async_task(*args, **kwargs)
 
-    monkeypatch.setattr(tasks, "async_task", second_enqueue_fails)
+    monkeypatch.setattr(queue, "async_task", second_enqueue_fails)
     with pytest.raises(RuntimeError):
         claim(T0 + s(10))
 
@@ -145,7 +137,7 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
 
 
 def test_many_runs_are_enqueued_in_batches(create, monkeypatch):
-    monkeypatch.setitem(tasks.DELIVERY_BATCH, "local", 2)
+    monkeypatch.setitem(queue.DELIVERY_BATCH, "local", 2)
     for _ in range(5):
         create(every(10))
     run_ids = claim(T0 + s(10))
@@ -193,7 +185,7 @@ def test_concurrent_clocks_claim_each_due_occurrence_exactly_once(create):
             start.wait(10)
             while batch := claim_due(now=now, limit=7):
                 claimed.extend(batch)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             errors.append(exc)
         finally:
             connection.close()

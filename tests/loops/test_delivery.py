@@ -7,40 +7,30 @@ frozen clock, against the embedded host (the database is the host).
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import ClassVar
-from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from django.db import connection, transaction
 
 from dshloop.timeutil import to_ms
-from loops import delivery, services, tasks
+from loops import delivery, tasks
 from loops.claims import claim_due, lease, recover_runs
 from loops.delivery import MAX_ATTEMPTS, backoff, deliver_run
 from loops.message import loop_message
 from loops.models import Loop, LoopRun, LoopState, RunStatus
-from loops.schemas import LoopCreateIn
 from loops.services import loop_delete
 from sessions_app.hosts.base import HostError, deliver_each
 from sessions_app.hosts.local import LocalHost
 from sessions_app.models import InboxMessage, Preset, SessionHeader
 from sessions_app.services import session_upsert
+from tests.conftest import T0, after, create_loop, every, s
 
-T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)
 PROMPT = "Check the deployment status"
 
 
-def s(seconds: float) -> timedelta:
-    return timedelta(seconds=seconds)
 
-
-def every(seconds: int = 10) -> dict:
-    return {"kind": "every", "every_seconds": seconds}
-
-
-def after(seconds: int = 10) -> dict:
-    return {"kind": "after", "after_seconds": seconds}
 
 
 @pytest.fixture
@@ -237,8 +227,7 @@ def test_new_without_preset_inherits_the_creators_preset_and_model(create):
 def test_new_loop_made_from_the_panel_inherits_the_global_interface(global_session):
     """Loops created without a caller session record the global interface as creator (contract §2),
     so a `new` loop from the panel inherits its preset and model."""
-    data = LoopCreateIn(prompt=PROMPT, schedule={"kind": "every", "every_seconds": 10}, session_id="new")
-    loop = services.loop_create(data=data, caller_session_id=None, now=T0)
+    loop = create_loop(every(10), prompt=PROMPT, target="new", at=T0)
     assert loop.created_by_session_id == "ses_global"
 
     run = fire(loop)
@@ -798,7 +787,7 @@ def test_loop_deleted_while_its_run_is_being_recorded_does_not_break_the_record(
                 Loop.objects.filter(loop_id=loop.loop_id).delete()
                 deleted.set()
                 release.wait(10)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             errors.append(exc)
         finally:
             deleted.set()
@@ -839,7 +828,7 @@ def test_a_leased_run_locked_by_another_transaction_is_waited_for_not_dropped(cr
                 list(LoopRun.objects.select_for_update().filter(run_id=run.run_id))
                 locked.set()
                 release.wait(10)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:
             errors.append(exc)
         finally:
             locked.set()

@@ -1,23 +1,19 @@
 """loop_list and loop_delete through the HTTP API (spec §2.2, §2.3, §4, §10; contract §3, §4)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import time_machine
 
 from loops.models import Loop, LoopRun
-from tests.conftest import error_of
+from tests.conftest import T0, error_of, every
 
-T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)
 T0_MS = 1748858400000
 MAX_SAFE = 2**53 - 1
 
 # The acceptance set runs against both hosts (issue 4).
 pytestmark = pytest.mark.both_hosts
 
-
-def every(seconds: int) -> dict:
-    return {"kind": "every", "every_seconds": seconds}
 
 
 def create(api, session_id: str | None = None, *, seconds: int = 600, prompt: str = "p") -> str:

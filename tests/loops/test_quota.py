@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 import time_machine
@@ -15,11 +15,10 @@ from loops.claims import claim_due
 from loops.delivery import deliver_run
 from loops.models import Loop, LoopState
 from loops.v1_import import import_v1_records
-from tests.conftest import error_of
+from tests.conftest import T0, error_of
 
 LIMIT = 3
 EVERY = {"kind": "every", "every_seconds": 600}
-T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
@@ -184,7 +183,7 @@ def test_panel_new_loops_without_a_global_interface_share_one_count(api, make_se
 
 @pytest.mark.django_db(transaction=True)
 def test_mcp_loop_create_answers_quota_exceeded_as_the_rest_api(api, sessions, monkeypatch, tmp_path):
-    from tests.mcp.conftest import Connector, run, tool_error_of
+    from tests.tools.mcp.conftest import Connector, run, tool_error_of
 
     fill(api, "ses_other")
     arguments = {"prompt": "Check the deploy", "schedule": EVERY, "session_id": "ses_other"}

@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from dshloop.timeutil import from_ms
 from loops.models import Loop, LoopRun
-from loops.schemas import LoopCreateIn
-from loops.services import loop_create
+from tests.conftest import create_loop, every
 from tests.processes import wait_for
 
 # Against both hosts: the embedded one and the HTTP reference host over loopback (issue 4).
@@ -76,8 +75,7 @@ def test_every_loop_recovers_after_restart_with_one_catch_up_and_stays_on_grid(a
     assert first.terminate() < 10
     # The loop's grid has five occurrences in the past (it was "down" for five periods).
     created_at = timezone.now() - timedelta(seconds=52)
-    loop = loop_create(data=LoopCreateIn(prompt="tick", schedule={"kind": "every", "every_seconds": 10}),
-                       caller_session_id="ses_caller", now=created_at)
+    loop = create_loop(every(10), prompt="tick", target="ses_caller", created_by="ses_caller", at=created_at)
     created_at = loop.created_at
 
     start_ready(schedulers)

@@ -147,7 +147,7 @@ def test_cron_never_returns_a_nonexistent_or_repeated_wall_time(zoned, expr):
     walls = [t.astimezone(zone).replace(tzinfo=None) for t in times]
     assert times == sorted(set(times)) and times[0] >= start
     assert len(set(walls)) == len(walls)
-    for t, wall in zip(times, walls):
+    for t, wall in zip(times, walls, strict=True):
         assert wall.replace(tzinfo=zone).astimezone(UTC) == t  # exists, and t is its first instant
         assert croniter.match(expr, wall)
 

@@ -18,9 +18,8 @@ from django.utils import timezone
 
 from loops.management.commands.runloops import descendants
 from loops.models import LoopRun, SchedulerHeartbeat
-from loops.schemas import LoopCreateIn
-from loops.services import loop_create
 from sessions_app.services import session_upsert
+from tests.conftest import create_loop, every
 from tests.processes import MANAGE, wait_for
 from tests.processes import test_database_url as database_url  # not collected as a test
 
@@ -113,8 +112,7 @@ def serve(transactional_db, tmp_path):
 
 def every_second_loop() -> str:
     session_upsert(session_id="ses_caller", changes={"status": "idle"})
-    loop = loop_create(data=LoopCreateIn(prompt="tick", schedule={"kind": "every", "every_seconds": 1}),
-                       caller_session_id="ses_caller")
+    loop = create_loop(every(1), prompt="tick", target="ses_caller", created_by="ses_caller")
     return loop.loop_id
 
 

@@ -16,7 +16,7 @@ from dshloop.timeutil import from_ms, to_ms
 from loops import v1_import
 from loops.claims import claim_due
 from loops.models import Loop, LoopRun
-from loops.services import wake_clocks
+from loops.notify import notify_clocks
 from sessions_app.models import SessionHeader
 
 NOW = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday
@@ -306,7 +306,7 @@ def test_import_wakes_the_sleeping_clocks_once_per_imported_loop(export, session
                                                                 django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         run_import(export([record("v1_a"), record("v1_b"), record("v1_bad", time_in_seconds=0)]))
-    assert callbacks == [wake_clocks, wake_clocks]
+    assert callbacks == [notify_clocks, notify_clocks]
 
 
 # --- the v1 grid continues from created_at (spec §3 anti-burst) --------------------------------------

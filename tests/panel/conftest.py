@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from loops import services
-from loops.schemas import LoopCreateIn
 from sessions_app.services import preset_upsert, session_upsert
+from tests.conftest import create_loop, every
 
 CHROMIUM = os.environ.get("DSHLOOP_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("DSHLOOP_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -69,11 +68,7 @@ def make_loop(world):
     """Create a loop through the service, as the tools and the panel do."""
 
     def make(prompt="Check the deployment", *, schedule=None, session_id="ses_a", preset=None, now=None):
-        body = {"prompt": prompt, "schedule": schedule or {"kind": "every", "every_seconds": 600},
-                "session_id": session_id}
-        if preset:
-            body["preset"] = preset
-        return services.loop_create(data=LoopCreateIn.model_validate(body), caller_session_id=None, now=now)
+        return create_loop(schedule or every(600), prompt=prompt, target=session_id, preset=preset, at=now)
 
     return make
 

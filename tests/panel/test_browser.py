@@ -14,8 +14,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
+from loops import humanize
 from loops.models import Loop, LoopRun, SchedulerHeartbeat
-from loops.panel import humanize
+from tests.conftest import create_loop, every
 
 from .conftest import PASSWORD
 
@@ -259,12 +260,7 @@ def test_create_each_kind_and_target_see_it_listed_open_it_delete_it(page):
 
 
 def test_the_layout_becomes_cards_on_a_phone(page):
-    from loops import services
-    from loops.schemas import LoopCreateIn
-
-    services.loop_create(data=LoopCreateIn.model_validate(
-        {"prompt": "Check the deployment status", "schedule": {"kind": "every", "every_seconds": 600},
-         "session_id": "self"}), caller_session_id=None)
+    create_loop(every(600), prompt="Check the deployment status", target="self")
     log_in(page)
     cdp = page.driver.execute_cdp_cmd
     cdp("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
@@ -281,18 +277,13 @@ def test_the_layout_becomes_cards_on_a_phone(page):
 
 def seed_for_pictures():
     """A realistic registry for the screenshots: every kind, every target, some history."""
-    from loops import services
-    from loops.schemas import LoopCreateIn
     from sessions_app.services import session_upsert
 
     session_upsert(session_id="ses_9f2c1e", changes={"first_prompt": "Keep the staging deploy green", "status": "idle"})
     now = timezone.now()
 
     def make(prompt, schedule, session_id, preset=None, *, last_run=None, result="delivered", error=""):
-        body = {"prompt": prompt, "schedule": schedule, "session_id": session_id}
-        if preset:
-            body["preset"] = preset
-        loop = services.loop_create(data=LoopCreateIn.model_validate(body), caller_session_id=None)
+        loop = create_loop(schedule, prompt=prompt, target=session_id, preset=preset)
         if last_run is not None:
             Loop.objects.filter(loop_id=loop.loop_id).update(last_run_at=now - last_run, last_result=result,
                                                              last_error=error)

@@ -5,7 +5,7 @@ says so (spec §2.1); only `self` is refused (contract §3 target_unavailable)."
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import time_machine
@@ -15,12 +15,12 @@ from loops.delivery import deliver_runs
 from loops.models import Loop, LoopRun, RunStatus
 from sessions_app.models import InboxMessage, SessionHeader
 from sessions_app.services import session_upsert
+from tests.conftest import T0
 
 from .test_create import field_errors, form
 
 pytestmark = pytest.mark.django_db
 
-T0 = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)
 FALLBACK = "profile default preset and model (created without a source session)"
 
 

@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from loops.models import Loop, LoopState, SchedulerHeartbeat
+from tests.conftest import create_loop
 
 pytestmark = pytest.mark.django_db
 
@@ -209,14 +210,9 @@ def test_the_health_banner_shows_only_when_no_scheduler_is_alive(staff_client, w
 
 
 def test_detail_shows_the_next_five_fire_times_across_a_dst_change(staff_client, world):
-    from loops import services
-    from loops.schemas import LoopCreateIn
-
     before_spring_forward = datetime(2025, 3, 27, 12, 0, tzinfo=UTC)
-    loop = services.loop_create(
-        data=LoopCreateIn.model_validate({"prompt": "Standup", "session_id": "ses_a",
-                                          "schedule": {"kind": "cron", "expr": "30 2 * * *", "tz": "Europe/Berlin"}}),
-        caller_session_id=None, now=before_spring_forward)
+    loop = create_loop({"kind": "cron", "expr": "30 2 * * *", "tz": "Europe/Berlin"}, prompt="Standup",
+                       target="ses_a", at=before_spring_forward)
     import time_machine
 
     with time_machine.travel(before_spring_forward + timedelta(minutes=1), tick=False):
@@ -258,8 +254,8 @@ def test_detail_of_an_unknown_loop_is_404(staff_client, world):
 
 
 def test_the_stylesheet_and_script_are_served_without_collectstatic(client):
-    # whitenoise serves static/ straight from the finders (settings.WHITENOISE_USE_FINDERS): `make run` needs
-    # no collectstatic step, and nothing is fetched from a CDN.
+    # whitenoise serves panel/static/ straight from the finders (settings.WHITENOISE_USE_FINDERS): `make run`
+    # needs no collectstatic step, and nothing is fetched from a CDN.
     for path in ("/static/panel/panel.css", "/static/panel/panel.js"):
         response = client.get(path)
         assert response.status_code == 200, path

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from loops.models import Loop, LoopState
-from loops.panel.queries import state_q
 from loops.presenters import OVERDUE_AFTER, loop_state
+from panel.queries import state_q
 
 pytestmark = pytest.mark.django_db
 

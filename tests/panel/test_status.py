@@ -26,7 +26,7 @@ def test_session_a_sees_none_of_session_bs_loops(staff_client, make_loop):
     for fragment in (False, True):
         html = status(staff_client, "ses_a", fragment)
         assert "2 loops" in html
-        for loop in mine:
+        for _loop in mine:
             assert "A&#x27;s loop" in html
         assert "B&#x27;s secret loop" not in html and "to self" not in html and "to new" not in html
         assert all(loop.loop_id not in html for loop in theirs)

@@ -26,8 +26,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from loops.claims import OPEN_STATUSES
-from loops.clock import notify_clocks
 from loops.models import Loop, LoopRun, LoopState
+from loops.notify import notify_clocks
 from loops.services import new_loop_id
 from sessions_app.models import InboxMessage
 

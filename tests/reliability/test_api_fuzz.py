@@ -22,7 +22,8 @@ import schemathesis
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 

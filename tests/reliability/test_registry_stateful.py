@@ -16,7 +16,8 @@ No scheduler runs, so every created loop stays active (nothing completes).
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,

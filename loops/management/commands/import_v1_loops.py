@@ -5,9 +5,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from dshloop.timeutil import iso
-from sessions_app.hosts.base import HostError
-
 from loops.v1_import import RecordResult, V1ExportError, import_v1_records, load_v1_export
+from sessions_app.hosts.base import HostError
 
 
 def report_line(result: RecordResult, *, dry_run: bool) -> str:

@@ -18,6 +18,7 @@ import time
 
 from django.core.management.base import BaseCommand
 from django.db import connections
+from django_q.cluster import Cluster
 
 from loops.clock import Clock
 
@@ -95,8 +96,6 @@ class Command(BaseCommand):
     help = "Run the loop scheduler: the django-q2 cluster and the loop clock."
 
     def handle(self, *args, **options):
-        from django_q.cluster import Cluster
-
         stop = threading.Event()
         # Forked workers must not share this process's database connections.
         connections.close_all()

@@ -150,12 +150,11 @@ class Command(BaseCommand):
         scheduler = SchedulerSupervisor()
         scheduler.start()
         try:
-            from dshloop.asgi import application
-
             # uvicorn traps SIGINT/SIGTERM while it serves, shuts down, then raises the signal again:
             # our handlers turn it into the KeyboardInterrupt below.
+            # By its import path (uvicorn imports it): the engine does not import the project's assembly.
             Server(uvicorn.Config(
-                application, host=host, port=port, lifespan="on", timeout_graceful_shutdown=5,
+                "dshloop.asgi:application", host=host, port=port, lifespan="on", timeout_graceful_shutdown=5,
             ), stopping=scheduler.stopping).run()
         except KeyboardInterrupt:
             pass

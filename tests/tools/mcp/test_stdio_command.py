@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tests.mcp.conftest import child_env
 from tests.processes import MANAGE
+from tests.tools.mcp.conftest import child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

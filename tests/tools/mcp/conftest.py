@@ -70,7 +70,7 @@ class HttpServer:
                              "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on"]
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "HttpServer":
+    def start(self) -> HttpServer:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
                                             cwd=settings.BASE_DIR, start_new_session=True)

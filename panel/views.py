@@ -22,14 +22,16 @@ from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_http_methods
 
 from dshloop.errors import UnknownLoop
+from dshloop.validation import is_identifier
+from loops import humanize, services
+from loops.humanize import loop_zone, preview
+from loops.presenters import loop_state
+from loops.selectors import fire_times, loop_get, loop_runs
 from sessions_app.hosts import get_host
 
-from .. import services
-from ..presenters import loop_state
-from ..selectors import fire_times, loop_get, loop_runs
-from . import humanize, queries, utf8
+from . import queries, utf8
 from .forms import LoopCreateForm
-from .rows import loop_row, loop_zone, preview, when
+from .rows import loop_row, when
 
 PAGE_SIZE = 50
 RUN_HISTORY = 50
@@ -118,7 +120,7 @@ def create(request):
     now = timezone.now()
     host = get_host()
     current = request.GET.get("session", "").strip()
-    current = current if queries.is_identifier(current) else ""
+    current = current if is_identifier(current) else ""
     sessions = host.list_sessions(limit=PICKER_SESSIONS)  # spec §8.2: session selection from list_sessions
     global_session = host.global_session()
     presets = queries.preset_names(extra=[s.preset for s in sessions])
@@ -151,7 +153,7 @@ def create(request):
 @staff_required
 @require_http_methods(["GET", "HEAD"])
 def detail(request, loop_id: str):
-    if not queries.is_identifier(loop_id):
+    if not is_identifier(loop_id):
         raise Http404("No such loop.")
     now = timezone.now()
     try:
@@ -205,7 +207,7 @@ def _safe_next(request, fallback: str) -> str:
 @require_http_methods(["GET", "HEAD", "POST"])
 def delete(request, loop_id: str):
     """GET: ask. POST (CSRF-protected): delete through the service (spec §2.3)."""
-    if not queries.is_identifier(loop_id):
+    if not is_identifier(loop_id):
         raise Http404("No such loop.")
     back = _safe_next(request, reverse("panel:index"))
     if request.method == "POST":
@@ -248,7 +250,7 @@ def session_status(request, session_id: str):
     ?fragment=1 returns the bare partial for a host page that inserts it; without it a tiny
     document for an <iframe> that styles itself and keeps its countdown ticking.
     """
-    if not queries.is_identifier(session_id):
+    if not is_identifier(session_id):
         raise Http404("No such session.")
     now = timezone.now()
     status = queries.composer_status(session_id, now=now)

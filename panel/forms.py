@@ -12,14 +12,15 @@ import zoneinfo
 
 from django import forms
 from django.conf import settings
+from django.utils import timezone
 from pydantic import ValidationError
 
 from dshloop.errors import ApiError
+from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import invalid_input_from
-
-from .. import services
-from ..models import Loop
-from ..schemas import LoopCreateIn
+from loops import services
+from loops.models import Loop
+from loops.schemas import LoopCreateIn
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
 KINDS = [("every", "Every…"), ("after", "Once, after…"), ("cron", "On a cron schedule")]
@@ -165,9 +166,12 @@ class LoopCreateForm(forms.Form):
         """Create the loop through the service, or put the contract's message on the right field."""
         try:
             data = LoopCreateIn.model_validate(self.payload())
+            now = truncate_to_ms(timezone.now())
+            schedule = data.to_schedule(host_tz=settings.TIME_ZONE, now=now)
             # contract §2: a loop created from the panel records the global interface session as its
-            # creator — the service does exactly that when there is no caller session.
-            return services.loop_create(data=data, caller_session_id=None)
+            # creator (none when there is none, issue 12).
+            return services.loop_create(prompt=data.prompt, schedule=schedule, target=data.session_id, preset=data.preset,
+                                        created_by=services.default_creator(), created_at=now)
         except ValidationError as exc:
             error = invalid_input_from(exc.errors())
         except ApiError as exc:

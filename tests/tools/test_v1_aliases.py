@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
-from loops import services
 from loops.models import Loop
 from tests.conftest import ApiClient, error_of
+from tools import aliases
 
 NOW = datetime(2025, 6, 2, 10, 0, 0, 250000, tzinfo=UTC)
 NOW_MS = 1748858400250
@@ -23,16 +23,16 @@ NOW_MS = 1748858400250
 @pytest.fixture(autouse=True)
 def fresh_alias_memory():
     """The once-per-caller memory is per process: start each test with nobody remembered."""
-    services._alias_callers.clear()
+    aliases._alias_callers.clear()
     yield
-    services._alias_callers.clear()
+    aliases._alias_callers.clear()
 
 
 @pytest.fixture
 def alias_log(caplog):
     """caplog, sure to see the loops logger: settings stop "dshloop" from propagating to the root
     logger, where caplog listens (pytest's logging plugin may already have attached it there)."""
-    logger = logging.getLogger("dshloop.loops")
+    logger = logging.getLogger("dshloop.tools")
     attach = caplog.handler not in logging.getLogger("dshloop").handlers
     if attach:
         logger.addHandler(caplog.handler)
@@ -42,7 +42,7 @@ def alias_log(caplog):
 
 
 def alias_warnings(caplog) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "dshloop.loops" and "deprecated v1 alias" in r.getMessage()]
+    return [r for r in caplog.records if r.name == "dshloop.tools" and "deprecated v1 alias" in r.getMessage()]
 
 
 def create_with_alias(api: ApiClient, seconds: int = 600):
@@ -157,20 +157,20 @@ def test_canonical_forms_are_not_logged(api, alias_log):
 
 
 def test_alias_memory_is_bounded_and_a_forgotten_caller_is_named_again(monkeypatch, alias_log):
-    monkeypatch.setattr(services, "ALIAS_CALLERS_REMEMBERED", 2)
+    monkeypatch.setattr(aliases, "ALIAS_CALLERS_REMEMBERED", 2)
     for caller in ("ses_a", "ses_b", "ses_c"):  # ses_a is pushed out by ses_c
-        assert services.log_deprecated_alias("loop_delete {id}", caller_session_id=caller)
-    assert len(services._alias_callers) == 2
-    assert not services.log_deprecated_alias("loop_delete {id}", caller_session_id="ses_c")
-    assert services.log_deprecated_alias("loop_delete {id}", caller_session_id="ses_a")
+        assert aliases.log_deprecated_alias("loop_delete {id}", caller_session_id=caller)
+    assert len(aliases._alias_callers) == 2
+    assert not aliases.log_deprecated_alias("loop_delete {id}", caller_session_id="ses_c")
+    assert aliases.log_deprecated_alias("loop_delete {id}", caller_session_id="ses_a")
     assert len(alias_warnings(alias_log)) == 4
 
 
 def test_recent_use_keeps_a_caller_remembered(monkeypatch, alias_log):
-    monkeypatch.setattr(services, "ALIAS_CALLERS_REMEMBERED", 2)
-    services.log_deprecated_alias("x", caller_session_id="ses_a")
-    services.log_deprecated_alias("x", caller_session_id="ses_b")
-    services.log_deprecated_alias("x", caller_session_id="ses_a")  # ses_a is now the most recent
-    services.log_deprecated_alias("x", caller_session_id="ses_c")  # pushes out ses_b, not ses_a
-    assert not services.log_deprecated_alias("x", caller_session_id="ses_a")
-    assert services.log_deprecated_alias("x", caller_session_id="ses_b")
+    monkeypatch.setattr(aliases, "ALIAS_CALLERS_REMEMBERED", 2)
+    aliases.log_deprecated_alias("x", caller_session_id="ses_a")
+    aliases.log_deprecated_alias("x", caller_session_id="ses_b")
+    aliases.log_deprecated_alias("x", caller_session_id="ses_a")  # ses_a is now the most recent
+    aliases.log_deprecated_alias("x", caller_session_id="ses_c")  # pushes out ses_b, not ses_a
+    assert not aliases.log_deprecated_alias("x", caller_session_id="ses_a")
+    assert aliases.log_deprecated_alias("x", caller_session_id="ses_b")

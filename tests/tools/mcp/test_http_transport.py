@@ -10,8 +10,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import ApiClient, error_of
-from tests.mcp.conftest import Connector, HttpServer, run, tool_error_of
 from tests.processes import MANAGE, wait_for
+from tests.tools.mcp.conftest import Connector, HttpServer, run, tool_error_of
 from tokens.models import ApiToken
 from tokens.services import token_create
 

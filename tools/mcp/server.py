@@ -1,8 +1,8 @@
-"""The MCP server: the five tools of dshloop.tools, their handlers shared with the REST API.
+"""The MCP server: the five tools of tools.catalogue, their functions shared with the REST API.
 
 A tool's input schema is its pydantic model's JSON Schema (the one GET /api/tools serves, so
 unknown properties are refused there too), its description is the catalogue's, and a call runs
-`dispatch.call_tool`. Only the MCP-specific hints live here: titles and annotations.
+tools.call.call_tool. Only the MCP-specific hints live here: titles and annotations.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
@@ -19,9 +20,9 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from dshloop.errors import ApiError
-from dshloop.tools import TOOLS
 
-from .dispatch import OUTPUTS, call_tool
+from ..call import call_tool
+from ..catalogue import TOOLS
 
 logger = logging.getLogger("dshloop.mcp")
 
@@ -52,20 +53,20 @@ _HINTS: dict[str, types.ToolAnnotations] = {
     "check_session_status": types.ToolAnnotations(
         title="Check a session's status", read_only_hint=True, open_world_hint=False),
 }
-assert _HINTS.keys() == {name for name, _, _ in TOOLS}, "every catalogued tool needs its MCP hints"
+assert _HINTS.keys() == {tool.name for tool in TOOLS}, "every catalogued tool needs its MCP hints"
 
 
 def tool_definitions() -> list[types.Tool]:
     return [
         types.Tool(
-            name=name,
-            title=_HINTS[name].title,
-            description=description,
-            input_schema=model.model_json_schema(),
-            output_schema=OUTPUTS[name].model_json_schema(mode="serialization"),
-            annotations=_HINTS[name],
+            name=tool.name,
+            title=_HINTS[tool.name].title,
+            description=tool.description,
+            input_schema=tool.input.model_json_schema(),
+            output_schema=tool.output.model_json_schema(mode="serialization"),
+            annotations=_HINTS[tool.name],
         )
-        for name, model, description in TOOLS
+        for tool in TOOLS
     ]
 
 
@@ -77,7 +78,7 @@ def _call_in_thread(name: str, arguments: dict[str, Any] | None, caller_session_
     # too old or broken, so a worker thread's persistent connection obeys CONN_MAX_AGE.
     close_old_connections()
     try:
-        return call_tool(name, arguments, caller_session_id=caller_session_id)
+        return call_tool(name, arguments, caller=caller_session_id)
     finally:
         close_old_connections()
 
@@ -127,8 +128,6 @@ def build_server(*, caller_of: CallerOf, instructions: str = INSTRUCTIONS) -> Se
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("dshloop")
     except PackageNotFoundError:  # a checkout that was never installed

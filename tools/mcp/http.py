@@ -28,9 +28,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp_types import INVALID_REQUEST, PARSE_ERROR
 
-from dshloop.api import CALLER_HEADER, NotAJsonNumber, json_loads
 from dshloop.auth import tools_auth
 from dshloop.errors import ApiError, InvalidInput, Unauthorized
+from dshloop.http import CALLER_HEADER
+from dshloop.jsonparse import NotAJsonNumber, json_loads
 
 from .server import build_server
 

@@ -1,11 +1,11 @@
-"""Schedules, spans and times in words (loops/panel/humanize.py): pure, no database."""
+"""Schedules, spans, times and previews in words (loops/humanize.py): pure, no database."""
 
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
 
-from loops.panel import humanize
+from loops import humanize
 
 NOW = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday
 
@@ -102,3 +102,15 @@ def test_local_time_in_the_loops_zone_shows_the_dst_offset():
     assert humanize.local_time(summer, "Europe/Berlin", now=summer) == "Sun 30 Mar 03:30 CEST"
     assert humanize.full_local_time(summer, "Europe/Berlin") == "2025-03-30 03:30:00 CEST (UTC+02:00)"
     assert humanize.local_time(summer, "Europe/Berlin", now=summer + timedelta(days=365)).endswith("2025 03:30 CEST")
+
+
+def test_preview_puts_the_prompt_on_one_line_and_cuts_it_with_an_ellipsis():
+    assert humanize.preview("check\n\n  the   build") == "check the build"
+    assert humanize.preview("a" * 140) == "a" * 140
+    assert humanize.preview("word " * 40, 10) == "word word…"  # 10 characters with the ellipsis
+
+
+def test_loop_zone_is_the_cron_tz_else_the_hosts(settings):
+    settings.TIME_ZONE = "Europe/Berlin"
+    assert humanize.loop_zone(loop(kind="cron", cron_expr="0 9 * * *", tz="Asia/Shanghai")) == "Asia/Shanghai"
+    assert humanize.loop_zone(loop(kind="every", every_seconds=600)) == "Europe/Berlin"

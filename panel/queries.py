@@ -11,18 +11,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Max, Min, Q, QuerySet
-from pydantic import TypeAdapter, ValidationError
 
-from dshloop.schemas import Identifier
-
-from sessions_app.models import Preset, SessionHeader
+from dshloop.validation import is_identifier
+from loops import humanize
+from loops.health import scheduler_health
+from loops.models import Loop, LoopState, SchedulerHeartbeat
+from loops.presenters import OVERDUE_AFTER
+from loops.selectors import loop_list, loops_targeting
+from sessions_app.models import Preset, ReservedTarget, SessionHeader
 from sessions_app.selectors import session_info
-
-from ..health import scheduler_health
-from ..models import Loop, LoopState, SchedulerHeartbeat
-from ..presenters import OVERDUE_AFTER
-from ..selectors import loop_list, loops_targeting
-from . import humanize
 
 # The states a person can filter by: the spec §4 five, plus "problems" (a failed last run on a loop
 # that is still scheduled — recurring loops stay "scheduled" after a failed occurrence).
@@ -49,19 +46,6 @@ def state_q(state: str, now: datetime) -> Q:
     if state == "last_failed":
         return Q(last_result="failed")
     return Q(state=state)
-
-
-_identifier = TypeAdapter(Identifier)
-
-
-def is_identifier(value: str) -> bool:
-    """Whether a loop or session ID from a URL can exist (spec §9: non-empty, no control characters).
-    Checked before any lookup: PostgreSQL refuses text holding NUL, so "%00" would be a 500."""
-    try:
-        _identifier.validate_python(value)
-    except ValidationError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -98,7 +82,7 @@ def panel_loops(filters: Filters, *, now: datetime) -> QuerySet[Loop]:
     elif filters.session:
         loops = loops_targeting(filters.session)  # includes `self` loops for the global interface
     else:
-        loops = loop_list(selector="global", caller_session_id=None)
+        loops = loop_list(scope=ReservedTarget.GLOBAL)
     if filters.state and filters.state != "completed":
         loops = loops.filter(state_q(filters.state, now))
     if filters.target == "session":

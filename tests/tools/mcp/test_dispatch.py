@@ -1,24 +1,28 @@
-"""dshloop.mcp.dispatch: a tool call outside ninja answers exactly as POST /api/tools/<name>."""
+"""tools.call: a tool call outside ninja answers exactly as POST /api/tools/<name>."""
 
 from __future__ import annotations
 
 import pytest
 
 from dshloop.errors import ApiError
-from dshloop.mcp.dispatch import HANDLERS, call_tool
-from dshloop.tools import TOOLS
 from tests.conftest import error_of
+from tools import functions
+from tools.call import call_tool
+from tools.catalogue import TOOLS
 
 EVERY = {"kind": "every", "every_seconds": 60}
 
 
-def test_every_catalogued_tool_has_one_handler():
-    assert list(HANDLERS) == [name for name, _, _ in TOOLS]
+def test_every_catalogued_tool_is_its_function():
+    assert [(tool.name, tool.function) for tool in TOOLS] == [
+        (name, getattr(functions, name))
+        for name in ("loop_create", "loop_list", "loop_delete", "list_sessions", "check_session_status")
+    ]
 
 
 def answer(name, arguments, caller):
     try:
-        return call_tool(name, arguments, caller_session_id=caller)
+        return call_tool(name, arguments, caller=caller)
     except ApiError as error:
         return error.body()
 
@@ -42,7 +46,7 @@ def test_call_tool_answers_as_the_rest_api(api, global_session, name, arguments)
 
 
 def test_an_omitted_argument_object_is_empty(api):
-    assert call_tool("list_sessions", None, caller_session_id=None) == api.tool("list_sessions", {}).json()
+    assert call_tool("list_sessions", None, caller=None) == api.tool("list_sessions", {}).json()
 
 
 def test_an_unreachable_host_is_target_unavailable_as_in_the_rest_api(refhost, settings, api):

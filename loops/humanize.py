@@ -1,4 +1,5 @@
-"""Words for people: schedules, durations, countdowns and local times (spec §8.2 "schedule", "next run").
+"""Words for people: schedules, durations, countdowns, local times and prompt previews (spec §8.2
+"schedule", "next run"), shared by the panel and the admin.
 
 Pure presentation. Nothing here decides *when* a loop fires — that is loops.schedules, used by the
 scheduler and by selectors.fire_times; these functions only describe stored values. A cron expression
@@ -10,6 +11,12 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from .models import Loop
+
+PROMPT_PREVIEW_CHARS = 140
 
 # (seconds, singular, plural) from the largest unit down.
 _UNITS = (
@@ -103,6 +110,17 @@ def ago(moment: datetime | None, now: datetime) -> str:
     if delta < 10:
         return "just now"
     return f"{short_span(delta)} ago"
+
+
+def preview(prompt: str, limit: int = PROMPT_PREVIEW_CHARS) -> str:
+    """The prompt on one line, cut to `limit` characters with an ellipsis."""
+    text = " ".join(prompt.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def loop_zone(loop: Loop) -> str:
+    """The zone a loop lives in: its cron tz, else the host's (every/after have no zone of their own)."""
+    return loop.tz or settings.TIME_ZONE
 
 
 def zone(name: str) -> zoneinfo.ZoneInfo:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import anyio
 from django.core.management.base import BaseCommand, CommandError
-from pydantic import TypeAdapter, ValidationError
 
-from dshloop.validation import invalid_input_from
+from dshloop.errors import ApiError
+from dshloop.validation import check_identifier
 from sessions_app.schemas import SessionId
 
 
@@ -29,13 +29,12 @@ class Command(BaseCommand):
     def handle(self, *args, session_id: str | None, **options):
         if session_id is not None:
             try:
-                # The REST API refuses the same values in X-DSH-Session-Id: say so now, not on every call.
-                session_id = TypeAdapter(SessionId).validate_python(session_id)
-            except ValidationError as exc:
-                error = invalid_input_from([{**e, "loc": ("--session",)} for e in exc.errors()])
+                # The tools refuse the same values as their caller: say so now, not on every call.
+                session_id = check_identifier(session_id, field="--session", kind=SessionId)
+            except ApiError as error:
                 message = error.message if "--session" in error.message else f"--session: {error.message}"
-                raise CommandError(message) from exc
-        from dshloop.mcp.stdio import serve_stdio  # the SDK is slow to import: refuse bad flags first
+                raise CommandError(message) from error
+        from tools.mcp.stdio import serve_stdio  # the SDK is slow to import: refuse bad flags first
 
         try:
             anyio.run(lambda: serve_stdio(session_id=session_id))

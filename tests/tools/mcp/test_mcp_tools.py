@@ -9,12 +9,11 @@ from __future__ import annotations
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from dshloop.tools import tool_definitions
 from loops.models import Loop
 from tests.conftest import ApiClient, error_of
-from tests.test_tool_catalogue import object_schemas
-
-from tests.mcp.conftest import MODES, result_of, run, tool_error_of
+from tests.tools.mcp.conftest import MODES, result_of, run, tool_error_of
+from tests.tools.test_catalogue import object_schemas
+from tools.catalogue import TOOLS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,9 +41,9 @@ def test_tools_list_gives_the_five_tools_with_the_catalogue_schemas_and_hints(co
             return (await client.list_tools()).tools
 
     tools = run(scenario)
-    catalogue = tool_definitions()  # what GET /api/tools serves
+    catalogue = [tool.definition() for tool in TOOLS]  # what GET /api/tools serves
     assert [tool.name for tool in tools] == [entry["name"] for entry in catalogue]
-    for tool, entry in zip(tools, catalogue):
+    for tool, entry in zip(tools, catalogue, strict=True):
         assert tool.description == entry["description"]
         assert tool.input_schema == entry["input_schema"]
         for path, schema in object_schemas(tool.input_schema):
@@ -171,7 +170,7 @@ def test_each_contract_error_comes_back_as_a_tool_error_with_the_rest_body(conne
             return [await client.call_tool(name, arguments) for name, arguments, _, _ in ERROR_CASES]
 
     results = run(scenario)
-    for (name, arguments, code, field), result in zip(ERROR_CASES, results):
+    for (name, arguments, code, field), result in zip(ERROR_CASES, results, strict=True):
         error = tool_error_of(result)
         assert (error["code"], error.get("field")) == (code, field), (name, arguments, error)
         assert error == error_of(rest.tool(name, arguments)), (name, arguments)

@@ -1,20 +1,38 @@
-"""GET /api/tools: the five tools as LLM function definitions, from the validating models."""
+"""The five tools: name, input and output models, the function, and the description an agent reads.
+
+One list, read by the REST router (tools.api), GET /api/tools, and the MCP server (tools.mcp).
+The JSON Schemas handed to agents are generated from the same models that validate the inputs.
+"""
 
 from __future__ import annotations
 
-from ninja import Router
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pydantic import BaseModel
 
-from dshloop.auth import tools_auth
-from dshloop.schemas import answers
-from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopListIn
-from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn
+from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
+from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
 
-router = Router(auth=tools_auth, tags=["tools"])
+from . import functions
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    input: type[BaseModel]
+    output: type[BaseModel]
+    function: Callable[[BaseModel, str | None], BaseModel]
+    description: str
+
+    def definition(self) -> dict:
+        """As an LLM function definition (GET /api/tools)."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input.model_json_schema()}
+
 
 # Each description teaches an agent the call: the targets, the schedule kinds and one example of each.
-TOOLS = [
-    ("loop_create", LoopCreateIn,
+TOOLS = (
+    Tool("loop_create", LoopCreateIn, LoopView, functions.loop_create,
      "Schedule a prompt to be sent to an agent session, repeatedly or once. "
      "schedule is one of three kinds (durations in whole seconds): "
      "every N seconds, e.g. {\"kind\": \"every\", \"every_seconds\": 600} (every 10 minutes, the first one "
@@ -26,39 +44,19 @@ TOOLS = [
      "session ID from list_sessions, e.g. \"ses_123\". "
      "Example: {\"prompt\": \"Check the deploy\", \"schedule\": {\"kind\": \"every\", \"every_seconds\": 600}}. "
      "Returns the loop with its loop_id and next_at (epoch ms)."),
-    ("loop_list", LoopListIn,
+    Tool("loop_list", LoopListIn, LoopListOut, functions.loop_list,
      "List active loops, soonest next_at first: {} for the loops that target your session, "
      "{\"session_id\": \"global\"} for every loop, or {\"session_id\": \"ses_123\"} for one session's. "
      "\"self\" and \"new\" are loop_create targets, not list scopes. Read-only."),
-    ("loop_delete", LoopDeleteIn,
+    Tool("loop_delete", LoopDeleteIn, LoopDeleteOut, functions.loop_delete,
      "Delete a loop by its loop_id, e.g. {\"loop_id\": \"loop_3f9a1c2b7d4e6a80\"}: any loop, from any session "
      "(loop_list shows the IDs). Its run history is kept."),
-    ("list_sessions", ListSessionsIn,
+    Tool("list_sessions", ListSessionsIn, SessionsOut, functions.list_sessions,
      "List sessions (live and cold), newest activity first, with their durable titles, e.g. {\"limit\": 20}; "
      "a session_id from here is a loop_create target. Read-only."),
-    ("check_session_status", CheckSessionStatusIn,
+    Tool("check_session_status", CheckSessionStatusIn, SessionStatusView,
+     functions.check_session_status,
      "Status of one exact session, e.g. {\"session_id\": \"ses_123\"}: running, idle, cold or missing. "
      "Read-only: it never resumes the session."),
-]
-
-
-def tool_definitions() -> list[dict]:
-    return [
-        {"name": name, "description": description, "input_schema": model.model_json_schema()}
-        for name, model, description in TOOLS
-    ]
-
-
-class ToolDefinition(BaseModel):
-    name: str
-    description: str
-    input_schema: dict
-
-
-class ToolsOut(BaseModel):
-    tools: list[ToolDefinition]
-
-
-@router.get("", summary="Tool definitions", response=answers(ToolsOut))
-def list_tools(request):
-    return {"tools": tool_definitions()}
+)
+BY_NAME = {tool.name: tool for tool in TOOLS}

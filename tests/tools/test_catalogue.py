@@ -120,7 +120,7 @@ def test_list_sessions_limit_schema_states_its_bounds(catalogue):
 def test_deprecated_aliases_are_marked_deprecated_and_nothing_else_is(catalogue):
     marked = set()
     for name, tool in catalogue.items():
-        for path, schema in object_schemas(tool["input_schema"]):
+        for _path, schema in object_schemas(tool["input_schema"]):
             for field, prop in schema.get("properties", {}).items():
                 if prop.get("deprecated"):
                     marked.add((name, field))
@@ -128,8 +128,8 @@ def test_deprecated_aliases_are_marked_deprecated_and_nothing_else_is(catalogue)
 
 
 def test_no_model_or_effort_field_is_offered(catalogue):
-    for name, tool in catalogue.items():
-        for path, schema in object_schemas(tool["input_schema"]):
+    for _name, tool in catalogue.items():
+        for _path, schema in object_schemas(tool["input_schema"]):
             assert not {"model", "model_effort", "effort", "reasoning_effort"} & set(schema.get("properties", {}))
 
 

@@ -8,12 +8,10 @@ from datetime import datetime
 from django.conf import settings
 
 from dshloop.timeutil import iso
-
-from ..models import Loop
-from ..presenters import loop_state
-from . import humanize
-
-PROMPT_PREVIEW_CHARS = 140
+from loops import humanize
+from loops.humanize import loop_zone, preview
+from loops.models import Loop
+from loops.presenters import loop_state
 
 
 @dataclass(frozen=True)
@@ -51,16 +49,6 @@ class LoopRow:
     last_run_ago: str
     last_result: str
     last_error: str
-
-
-def preview(prompt: str, limit: int = PROMPT_PREVIEW_CHARS) -> str:
-    text = " ".join(prompt.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def loop_zone(loop: Loop) -> str:
-    """The zone a loop lives in: its cron tz, else the host's (every/after have no zone of their own)."""
-    return loop.tz or settings.TIME_ZONE
 
 
 def when(moment: datetime | None, zone_name: str, now: datetime) -> When | None:

@@ -1,0 +1,72 @@
+"""POST /api/tools/<name> and GET /api/tools: a thin ninja adapter over tools.functions."""
+
+from __future__ import annotations
+
+from ninja import Router
+from pydantic import BaseModel
+
+from dshloop.auth import tools_auth
+from dshloop.http import CALLER_HEADER
+from dshloop.schemas import CALLER_HEADER_DOC, answers
+from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
+from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
+
+from . import functions
+from .catalogue import TOOLS
+
+router = Router(auth=tools_auth, tags=["tools"])
+
+
+def caller_of(request) -> str | None:
+    """The caller header as the server decoded it (dshloop.wsgi); the tool function checks it."""
+    return request.headers.get(CALLER_HEADER)
+
+
+class ToolDefinition(BaseModel):
+    name: str
+    description: str
+    input_schema: dict
+
+
+class ToolsOut(BaseModel):
+    tools: list[ToolDefinition]
+
+
+@router.get("", summary="Tool definitions", response=answers(ToolsOut))
+def list_tools(request):
+    """The five tools as LLM function definitions (JSON Schemas of the validating models)."""
+    return {"tools": [tool.definition() for tool in TOOLS]}
+
+
+@router.post("/loop_create", response=answers(LoopView, 409), exclude_none=True, summary="loop_create",
+             openapi_extra=CALLER_HEADER_DOC)
+def loop_create(request, payload: LoopCreateIn):
+    """Create a loop: a prompt, a schedule (every / after / cron) and a target session."""
+    return functions.loop_create(payload, caller_of(request))
+
+
+@router.post("/loop_list", response=answers(LoopListOut, 409), exclude_none=True, summary="loop_list",
+             openapi_extra=CALLER_HEADER_DOC)
+def loop_list(request, payload: LoopListIn):
+    """Active loops: {} for your session, {"session_id": "global"} for all, or one session's."""
+    return functions.loop_list(payload, caller_of(request))
+
+
+@router.post("/loop_delete", response=answers(LoopDeleteOut, 404), summary="loop_delete",
+             openapi_extra=CALLER_HEADER_DOC)
+def loop_delete(request, payload: LoopDeleteIn):
+    """Delete any loop by its loop_id; its run history stays."""
+    return functions.loop_delete(payload, caller_of(request))
+
+
+@router.post("/list_sessions", response=answers(SessionsOut, 409), exclude_none=True, summary="list_sessions")
+def list_sessions(request, payload: ListSessionsIn):
+    """Sessions, newest activity first, live and cold, with durable titles (never generated on demand)."""
+    return functions.list_sessions(payload, caller_of(request))
+
+
+@router.post("/check_session_status", response=answers(SessionStatusView, 409), exclude_none=True,
+             summary="check_session_status")
+def check_session_status(request, payload: CheckSessionStatusIn):
+    """running, idle, cold or missing for one exact session; never resumes it."""
+    return functions.check_session_status(payload, caller_of(request))

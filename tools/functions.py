@@ -1,0 +1,117 @@
+"""The five agent tools, each one plain function `(payload, caller) -> Out` (STYLE 15).
+
+REST (tools.api) and MCP (tools.mcp) are thin adapters over these functions: the rules a tool
+applies on top of the services live here once, whichever transport carries the call — the caller
+checks (contract §2), the v1 alias precedence and its log (spec §10). `caller` is the calling
+session as the transport named it (the X-DSH-Session-Id header, the stdio --session flag), None
+when it named none.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils import timezone
+
+from dshloop.errors import InvalidInput, NoCurrentSession, UnknownSession
+from dshloop.http import CALLER_HEADER
+from dshloop.timeutil import truncate_to_ms
+from dshloop.validation import check_identifier
+from loops import services
+from loops.presenters import loop_view
+from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
+from loops.selectors import loop_list as select_loops
+from sessions_app.hosts import get_host
+from sessions_app.models import RESERVED_SESSION_IDS
+from sessions_app.presenters import session_view
+from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
+
+from .aliases import log_deprecated_alias
+
+
+def checked_caller(caller: str | None) -> str | None:
+    """The caller's session as every tool reads it, or None; refuses what no session ID can be."""
+    value = (caller or "").strip()
+    if not value:
+        return None
+    if any("\ud800" <= ch <= "\udfff" for ch in value):  # bytes that were not UTF-8 (dshloop.wsgi)
+        raise InvalidInput(f"{CALLER_HEADER} is not valid UTF-8: send the session ID as UTF-8 text.",
+                           field=CALLER_HEADER)
+    if "," in value:
+        # A server joins a repeated header with commas (RFC 9110 §5.3), so these look alike.
+        raise InvalidInput(f"Send {CALLER_HEADER} once, with one session ID (it came twice, or holds a comma).",
+                           field=CALLER_HEADER)
+    return check_identifier(value, field=CALLER_HEADER)
+
+
+def caller_session(caller: str | None) -> str | None:
+    """The caller as a session that loops can target or list (loop_create, loop_list)."""
+    value = checked_caller(caller)
+    if value in RESERVED_SESSION_IDS:
+        # spec §9: no actual session is called "self", "new" or "global"; as the caller they would
+        # silently turn {} into a self/new target (or a global list) and be recorded as the creator.
+        raise InvalidInput(f"{CALLER_HEADER} must name the calling session, not the reserved {value!r}.",
+                           field=CALLER_HEADER)
+    return value
+
+
+def current_session(caller: str | None) -> str:
+    """contract §2: where the spec says "the current session", the caller must be named and known."""
+    if not caller:
+        raise NoCurrentSession(
+            f"No current session: send the {CALLER_HEADER} header, or name a session_id.", field="session_id"
+        )
+    if get_host().get_session(caller) is None:
+        raise UnknownSession(f"The host knows no session {caller!r}; list_sessions shows the ones it knows.")
+    return caller
+
+
+def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
+    """spec §2.1: a prompt, a schedule (every / after / cron) and a target session."""
+    caller = caller_session(caller)
+    now = truncate_to_ms(timezone.now())
+    schedule = payload.to_schedule(host_tz=settings.TIME_ZONE, now=now)
+    if payload.v1_interval is not None:
+        log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller)
+    target = payload.session_id if payload.session_id is not None else current_session(caller)
+    loop = services.loop_create(
+        prompt=payload.prompt, schedule=schedule, target=target, preset=payload.preset,
+        created_by=caller or services.default_creator(), created_at=now,
+    )
+    return LoopView.model_validate(loop_view(loop, now=now))
+
+
+def loop_list(payload: LoopListIn, caller: str | None) -> LoopListOut:
+    """spec §2.2: {} for the caller's session, {"session_id": "global"} for all, or one session's."""
+    caller = caller_session(caller)
+    scope = payload.session_id if payload.session_id is not None else current_session(caller)
+    now = timezone.now()
+    return LoopListOut.model_validate({"loops": [loop_view(loop, now=now) for loop in select_loops(scope=scope)]})
+
+
+def loop_delete(payload: LoopDeleteIn, caller: str | None) -> LoopDeleteOut:
+    """spec §2.3: any loop, by its ID, from any caller (none is needed)."""
+    caller = checked_caller(caller)
+    if payload.loop_id is not None and payload.v1_id is not None:
+        raise InvalidInput("Give 'loop_id' or the deprecated 'id', not both.", field="id")
+    loop_id = payload.loop_id if payload.loop_id is not None else payload.v1_id
+    if loop_id is None:
+        raise InvalidInput("'loop_id' is required.", field="loop_id")
+    if payload.v1_id is not None:
+        log_deprecated_alias("loop_delete {id}", caller_session_id=caller)
+    return LoopDeleteOut(deleted=True, loop_id=services.loop_delete(loop_id=loop_id))
+
+
+def list_sessions(payload: ListSessionsIn, caller: str | None) -> SessionsOut:
+    """spec §7: sessions, newest activity first, live and cold, with durable titles."""
+    checked_caller(caller)
+    sessions = get_host().list_sessions(limit=payload.limit)
+    return SessionsOut.model_validate({"sessions": [session_view(session) for session in sessions]})
+
+
+def check_session_status(payload: CheckSessionStatusIn, caller: str | None) -> SessionStatusView:
+    """spec §7: running, idle, cold or missing for one exact session; never resumes it."""
+    checked_caller(caller)
+    session = get_host().get_session(payload.session_id)
+    if session is None:
+        return SessionStatusView(session_id=payload.session_id, status="missing")
+    return SessionStatusView.model_validate(session_view(session))
