@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Django's command-line utility for dshloop."""
+
 import os
 import sys
 from pathlib import Path

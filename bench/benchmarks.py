@@ -44,22 +44,41 @@ def lead_time(rows: int) -> float:
 
 # Physical limit -----------------------------------------------------------------------------------
 
+
 def pgbench(*, script: str, clients: int, seconds: int, rows: int) -> dict:
     """One timed pgbench run of a claim script on a fresh table of `rows` due loops."""
     db.run_psql(db.PGBENCH_DB, PGBENCH_DIR / "schema.sql", rows=rows)
     result = subprocess.run(
-        ["pgbench", "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
-         "-T", str(seconds), "-f", str(PGBENCH_DIR / script), db.url(db.PGBENCH_DB)],
-        capture_output=True, text=True, check=True)
+        [
+            "pgbench",
+            "-n",
+            "-M",
+            "prepared",
+            "-c",
+            str(clients),
+            "-j",
+            str(min(clients, os.cpu_count() or 1)),
+            "-T",
+            str(seconds),
+            "-f",
+            str(PGBENCH_DIR / script),
+            db.url(db.PGBENCH_DB),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     tps = float(re.search(r"tps = ([\d.]+) \(without initial connection time\)", result.stdout).group(1))
     transactions = int(re.search(r"number of transactions actually processed: (\d+)", result.stdout).group(1))
     with db.connect(db.PGBENCH_DB) as conn:
         claims, duplicates = conn.execute(
-            "SELECT count(*), count(*) - count(DISTINCT (loop_id, scheduled_at)) FROM pgb_run").fetchone()
+            "SELECT count(*), count(*) - count(DISTINCT (loop_id, scheduled_at)) FROM pgb_run"
+        ).fetchone()
     return {"tps": tps, "claims_per_s": tps * claims / max(transactions, 1), "duplicates": duplicates}
 
 
 # B1 burst -----------------------------------------------------------------------------------------
+
 
 def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: str) -> dict:
     """`loops` occurrences due at one instant: seconds until the last is delivered, occurrences/s."""
@@ -76,8 +95,9 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         # done) to the last delivery; the harness's polling adds a little to the server's.
         trees = [pid for process in started for pid in process.tree()]
         cpu_before, server_before = cpu_seconds(trees), cpu_seconds(postgres_pids())
-        complete = wait_for(lambda: system.delivered_count() >= loops,
-                            timeout=(due_at - now()).total_seconds() + timeout, interval=0.25)
+        complete = wait_for(
+            lambda: system.delivered_count() >= loops, timeout=(due_at - now()).total_seconds() + timeout, interval=0.25
+        )
         waited_until = now()
         trees = [pid for process in started for pid in process.tree()]
         scheduler_cpu = cpu_seconds(trees) - cpu_before
@@ -86,18 +106,25 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
     # All share one scheduled instant, so the last lateness is the time to deliver them all;
     # an incomplete run counts its deliveries over the whole wait instead.
     seconds = max(lateness, default=0.0) if complete else (waited_until - due_at).total_seconds()
-    return {"delivered": len(lateness), "expected": loops, "complete": complete, "setup_late": setup_late,
-            "seconds": seconds, "rate": len(lateness) / seconds if seconds > 0 else None,
-            "p50": percentile(lateness, 50), "p99": percentile(lateness, 99),
-            "scheduler_cpu_ms_per_1k": scheduler_cpu * 1e6 / max(len(lateness), 1),
-            "server_cpu_ms_per_1k": server_cpu * 1e6 / max(len(lateness), 1),
-            "duplicates": system.duplicates()}
+    return {
+        "delivered": len(lateness),
+        "expected": loops,
+        "complete": complete,
+        "setup_late": setup_late,
+        "seconds": seconds,
+        "rate": len(lateness) / seconds if seconds > 0 else None,
+        "p50": percentile(lateness, 50),
+        "p99": percentile(lateness, 99),
+        "scheduler_cpu_ms_per_1k": scheduler_cpu * 1e6 / max(len(lateness), 1),
+        "server_cpu_ms_per_1k": server_cpu * 1e6 / max(len(lateness), 1),
+        "duplicates": system.duplicates(),
+    }
 
 
 # B2 lateness --------------------------------------------------------------------------------------
 
-def expected_occurrences(count: int, *, first_at: datetime, period_s: float, spread_s: float,
-                         end: datetime) -> int:
+
+def expected_occurrences(count: int, *, first_at: datetime, period_s: float, spread_s: float, end: datetime) -> int:
     """Grid points in [first_at, end) of `count` rows staggered like System.add_every."""
     total = 0
     for i in range(count):
@@ -120,15 +147,26 @@ def steady(system: System, *, loops: int, period_s: int, seconds: int, log_dir: 
         sleep_until(end)
         # Then let it finish what fell due in the window (django-q2 needs its next pass).
         settled = wait_for(lambda: system.settled(end), timeout=max(90.0, seconds), interval=0.5)
-    lateness = [(delivered - scheduled).total_seconds() for scheduled, delivered in system.deliveries()
-                if start <= scheduled < end]
+    lateness = [
+        (delivered - scheduled).total_seconds()
+        for scheduled, delivered in system.deliveries()
+        if start <= scheduled < end
+    ]
     expected = expected_occurrences(loops, first_at=start, period_s=period, spread_s=period, end=end)
-    return {"period_s": period, "expected": expected, "delivered": len(lateness),
-            "not_delivered": max(0, expected - len(lateness)), "settled": settled,
-            "load_per_s": expected / seconds, **summary(lateness), "duplicates": system.duplicates()}
+    return {
+        "period_s": period,
+        "expected": expected,
+        "delivered": len(lateness),
+        "not_delivered": max(0, expected - len(lateness)),
+        "settled": settled,
+        "load_per_s": expected / seconds,
+        **summary(lateness),
+        "duplicates": system.duplicates(),
+    }
 
 
 # B3 idle cost -------------------------------------------------------------------------------------
+
 
 def idle(system: System, *, loops: int, seconds: int, log_dir: Path, label: str) -> dict:
     """`loops` loops none due for an hour: transactions, new connections and CPU per minute."""
@@ -143,25 +181,31 @@ def idle(system: System, *, loops: int, seconds: int, log_dir: Path, label: str)
         elapsed = time.monotonic() - started
     per_minute = 60 / elapsed
     cpu = (cpu_after - cpu_before) * per_minute
-    return {"transactions_per_min": (after["transactions"] - before["transactions"]) * per_minute,
-            "connections_per_min": (after["sessions"] - before["sessions"]) * per_minute,
-            "cpu_s_per_min": cpu, "cpu_percent": cpu / 60 * 100, "window_s": elapsed}
+    return {
+        "transactions_per_min": (after["transactions"] - before["transactions"]) * per_minute,
+        "connections_per_min": (after["sessions"] - before["sessions"]) * per_minute,
+        "cpu_s_per_min": cpu,
+        "cpu_percent": cpu / 60 * 100,
+        "window_s": elapsed,
+    }
 
 
 # B4 scale -----------------------------------------------------------------------------------------
 
+
 def grow(system: System, *, have: int, size: int) -> None:
     """Top the table up to `size` rows, none due for an hour."""
     if size > have:
-        system.add_every(size - have, period_s=HOUR, first_at=now() + timedelta(hours=1), spread_s=HOUR,
-                         start=have)
+        system.add_every(size - have, period_s=HOUR, first_at=now() + timedelta(hours=1), spread_s=HOUR, start=have)
     system.analyze()
 
 
 def due_query_ms(system: System, *, repeat: int) -> dict:
     """The scheduler's due queries against the current table (none due): median ms of each."""
-    return {name: percentile(time_queries(system.conn, statements, repeat=repeat), 50)
-            for name, statements in system.due_queries().items()}
+    return {
+        name: percentile(time_queries(system.conn, statements, repeat=repeat), 50)
+        for name, statements in system.due_queries().items()
+    }
 
 
 def resident(system: System, *, burst_rows: int, offset: int, log_dir: Path, label: str) -> dict:
@@ -170,8 +214,9 @@ def resident(system: System, *, burst_rows: int, offset: int, log_dir: Path, lab
         before = system.delivered_count()
         system.make_due(offset, burst_rows, now())
         system.wake()
-        complete = wait_for(lambda: system.delivered_count() >= before + burst_rows, timeout=120 + burst_rows / 15,
-                            interval=0.25)
+        complete = wait_for(
+            lambda: system.delivered_count() >= before + burst_rows, timeout=120 + burst_rows / 15, interval=0.25
+        )
         time.sleep(1)  # let the workers return to idle
         rss = rss_bytes(process.tree())
         main = rss_bytes([process.pid])
@@ -190,8 +235,12 @@ def api_latency(*, creates: int, lists: int, global_lists: int) -> dict:
 
     def call(tool: str, body: dict, caller: str) -> float:
         started = time.perf_counter()
-        response = client.post(f"/api/tools/{tool}", data=json.dumps(body), content_type="application/json",
-                               headers={"Authorization": f"Bearer {raw}", "X-DSH-Session-Id": caller})
+        response = client.post(
+            f"/api/tools/{tool}",
+            data=json.dumps(body),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {raw}", "X-DSH-Session-Id": caller},
+        )
         elapsed = (time.perf_counter() - started) * 1000
         if response.status_code != 200:
             raise RuntimeError(f"{tool} answered {response.status_code}: {response.content[:300]!r}")
@@ -206,6 +255,10 @@ def api_latency(*, creates: int, lists: int, global_lists: int) -> dict:
     create_ms = [create(i) for i in range(creates)]
     list_ms = [call("loop_list", {}, session_id(i % SESSIONS)) for i in range(lists)]
     global_ms = [call("loop_list", {"session_id": "global"}, session_id(0)) for _ in range(global_lists)]
-    return {"create_p50": percentile(create_ms, 50), "create_p99": percentile(create_ms, 99),
-            "list_p50": percentile(list_ms, 50), "list_p99": percentile(list_ms, 99),
-            "global_list_p50": percentile(global_ms, 50)}
+    return {
+        "create_p50": percentile(create_ms, 50),
+        "create_p99": percentile(create_ms, 99),
+        "list_p50": percentile(list_ms, 50),
+        "list_p99": percentile(list_ms, 99),
+        "global_list_p50": percentile(global_ms, 50),
+    }

@@ -23,8 +23,14 @@ class Process:
         self.log_path = log_path
         self.log = open(log_path, "wb")
         # Its own session: a leftover can be killed as a group without touching anything else.
-        self.popen = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                      start_new_session=True, cwd=Path(__file__).resolve().parent.parent)
+        self.popen = subprocess.Popen(
+            args,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
 
     @property
     def pid(self) -> int:

@@ -20,8 +20,11 @@ def _captured(run) -> list[str]:
         with transaction.atomic():
             run()
             transaction.set_rollback(True)  # capture only: lock nothing, change nothing
-    return [query["sql"] for query in captured.captured_queries
-            if not query["sql"].startswith(("BEGIN", "SAVEPOINT", "RELEASE", "ROLLBACK"))]
+    return [
+        query["sql"]
+        for query in captured.captured_queries
+        if not query["sql"].startswith(("BEGIN", "SAVEPOINT", "RELEASE", "ROLLBACK"))
+    ]
 
 
 def dshloop_claim_sql() -> str:
@@ -45,8 +48,12 @@ def baseline_scheduler_sql() -> str:
     """django_q.scheduler.scheduler()'s query, which it runs every ~30 s in one transaction."""
     from django_q.models import Schedule
 
-    due = (Schedule.objects.select_for_update().exclude(repeats=0).filter(next_run__lt=timezone.now())
-           .filter(Q(cluster__isnull=True)))  # the default cluster's schedules
+    due = (
+        Schedule.objects.select_for_update()
+        .exclude(repeats=0)
+        .filter(next_run__lt=timezone.now())
+        .filter(Q(cluster__isnull=True))
+    )  # the default cluster's schedules
     [sql] = _captured(lambda: list(due))
     return sql
 

@@ -21,19 +21,28 @@ DQ = "django-q2"  # bench.systems.Baseline.name (not imported: rendering needs n
 
 def machine_facts() -> dict:
     cpuinfo, meminfo = Path("/proc/cpuinfo").read_text().splitlines(), Path("/proc/meminfo").read_text().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
-               platform.processor())
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), platform.processor()
+    )
     mem_kb = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal"))
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(mem_kb / 2**20, 1), "kernel": platform.release(),
-        "postgresql": db.server_version(), "python": platform.python_version(),
-        "django": version("django"), "django-q2": version("django-q2"), "croniter": version("croniter"),
-        "psycopg": version("psycopg"), "load_average_start": os.getloadavg(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(mem_kb / 2**20, 1),
+        "kernel": platform.release(),
+        "postgresql": db.server_version(),
+        "python": platform.python_version(),
+        "django": version("django"),
+        "django-q2": version("django-q2"),
+        "croniter": version("croniter"),
+        "psycopg": version("psycopg"),
+        "load_average_start": os.getloadavg(),
     }
 
 
 # Formatting ---------------------------------------------------------------------------------------
+
 
 def number(value: float | None) -> str:
     """About three significant digits, thousands separators, no scientific notation."""
@@ -69,8 +78,16 @@ def ratio(ours: list[dict], theirs: list[dict], key: str) -> str:
 HEADER = ["", "dshloop", DQ, "dshloop ÷ django-q2", "target", "met?"]
 
 
-def compared(label: str, ours: list[dict], theirs: list[dict], key: str, *, scale: float = 1.0, target: str = "",
-             verdict: str = "") -> list[str]:
+def compared(
+    label: str,
+    ours: list[dict],
+    theirs: list[dict],
+    key: str,
+    *,
+    scale: float = 1.0,
+    target: str = "",
+    verdict: str = "",
+) -> list[str]:
     """A HEADER row: both systems' medians (with their ranges) and dshloop ÷ django-q2."""
     return [label, cell(ours, key, scale), cell(theirs, key, scale), ratio(ours, theirs, key), target, verdict]
 
@@ -89,16 +106,25 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 # Sections -----------------------------------------------------------------------------------------
 
+
 def machine_section(results: dict) -> str:
     m = results["machine"]
     load = lambda values: " / ".join(f"{v:.2f}" for v in values) if values else "—"  # noqa: E731
     rows = [
-        ["date", m["date"]], ["CPU", f"{m['cpu']}, {m['cores']} cores"], ["RAM", f"{m['ram_gib']} GiB"],
+        ["date", m["date"]],
+        ["CPU", f"{m['cpu']}, {m['cores']} cores"],
+        ["RAM", f"{m['ram_gib']} GiB"],
         ["kernel", m["kernel"]],
-        ["load average (1/5/15 min) at start · end",
-         f"{load(m['load_average_start'])} · {load(m.get('load_average_end'))}"],
-        ["PostgreSQL", f"{m['postgresql']} (same machine, 127.0.0.1)"], ["Python", m["python"]],
-        ["Django", m["django"]], ["django-q2", m["django-q2"]], ["croniter", m["croniter"]], ["psycopg", m["psycopg"]],
+        [
+            "load average (1/5/15 min) at start · end",
+            f"{load(m['load_average_start'])} · {load(m.get('load_average_end'))}",
+        ],
+        ["PostgreSQL", f"{m['postgresql']} (same machine, 127.0.0.1)"],
+        ["Python", m["python"]],
+        ["Django", m["django"]],
+        ["django-q2", m["django-q2"]],
+        ["croniter", m["croniter"]],
+        ["psycopg", m["psycopg"]],
         ["repetitions", str(results["sizes"]["reps"])],
         ["run time", f"{results.get('elapsed_s', 0) / 60:.0f} min"],
     ]
@@ -114,12 +140,14 @@ def limit_section(results: dict, sizes: dict) -> str:
         for clients in sizes["pgbench_clients"]:
             reps = data.get(f"{script}/{clients}", [])
             rows.append([per_tx, str(clients), cell(reps, "tps"), cell(reps, "claims_per_s"), cell(reps, "duplicates")])
-    return (f"## Physical limit: pgbench\n\n`bench/pgbench/claim_one.sql` and `claim_batch.sql` on a "
-            f"{sizes['pgbench_rows']:,}-row loop table (`bench/pgbench/schema.sql`), "
-            f"{sizes['pgbench_seconds']} s per run, "
-            "`pgbench -M prepared`. A claim locks the earliest due loop (`FOR UPDATE SKIP LOCKED`), moves its "
-            "deadline and inserts a run row.\n\n"
-            + table(["claims per transaction", "clients", "transactions/s", "claims/s", "duplicates"], rows))
+    return (
+        f"## Physical limit: pgbench\n\n`bench/pgbench/claim_one.sql` and `claim_batch.sql` on a "
+        f"{sizes['pgbench_rows']:,}-row loop table (`bench/pgbench/schema.sql`), "
+        f"{sizes['pgbench_seconds']} s per run, "
+        "`pgbench -M prepared`. A claim locks the earliest due loop (`FOR UPDATE SKIP LOCKED`), moves its "
+        "deadline and inserts a run row.\n\n"
+        + table(["claims per transaction", "clients", "transactions/s", "claims/s", "duplicates"], rows)
+    )
 
 
 def batched_limit(results: dict) -> float | None:
@@ -139,35 +167,73 @@ def b1_section(results: dict, sizes: dict) -> str:
         ours, theirs = data.get(f"dshloop/{processes}", []), data.get(f"{DQ}/{processes}", [])
         rate = over_reps(ours, "rate")[0]
         rows = [
-            compared("occurrences/s, end to end", ours, theirs, "rate", target="≥ 5,000",
-                     verdict=met(rate, 5000, at_most=False)),
+            compared(
+                "occurrences/s, end to end",
+                ours,
+                theirs,
+                "rate",
+                target="≥ 5,000",
+                verdict=met(rate, 5000, at_most=False),
+            ),
             compared("seconds until all delivered", ours, theirs, "seconds"),
             compared("lateness p50 (s)", ours, theirs, "p50"),
             compared("lateness p99 (s)", ours, theirs, "p99"),
-            ["delivered", cell(ours, "delivered"), cell(theirs, "delivered"), "", f"{sizes['b1_loops']:,}",
-             met(over_reps(ours, "delivered")[0], sizes["b1_loops"], at_most=False)],
-            ["duplicates", cell(ours, "duplicates"), cell(theirs, "duplicates"), "", "0",
-             met(over_reps(ours, "duplicates")[0], 0, at_most=True)],
+            [
+                "delivered",
+                cell(ours, "delivered"),
+                cell(theirs, "delivered"),
+                "",
+                f"{sizes['b1_loops']:,}",
+                met(over_reps(ours, "delivered")[0], sizes["b1_loops"], at_most=False),
+            ],
+            [
+                "duplicates",
+                cell(ours, "duplicates"),
+                cell(theirs, "duplicates"),
+                "",
+                "0",
+                met(over_reps(ours, "duplicates")[0], 0, at_most=True),
+            ],
         ]
         cpu_keys = ("scheduler_cpu_ms_per_1k", "server_cpu_ms_per_1k")
         if any(over_reps(ours, key)[0] is not None for key in cpu_keys):
-            rows += [compared("scheduler CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[0]),
-                     compared("PostgreSQL CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[1])]
+            rows += [
+                compared("scheduler CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[0]),
+                compared("PostgreSQL CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[1]),
+            ]
             spent = sum(over_reps(ours, key)[0] or 0 for key in cpu_keys)
             if spent:
                 # Both share the machine's cores: no schedule of the work beats cores ÷ CPU per occurrence.
-                rows.append([f"CPU ceiling on {results['machine']['cores']} cores (occurrences/s)",
-                             number(results["machine"]["cores"] * 1e6 / spent), "", "", "", ""])
+                rows.append(
+                    [
+                        f"CPU ceiling on {results['machine']['cores']} cores (occurrences/s)",
+                        number(results["machine"]["cores"] * 1e6 / spent),
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
         if limit and rate:
-            rows.append(["share of the batched pgbench limit", f"{rate / limit:.1%}", "", "", "≥ 10%",
-                         met(rate / limit, 0.10, at_most=False)])
-        blocks.append(f"**{processes} scheduler process{'es' if processes > 1 else ''}** "
-                      f"(`runloops` × {processes} vs `qcluster` × {processes})\n\n"
-                      + table(HEADER, rows))
-    return (f"## B1 burst: {sizes['b1_loops']:,} due at one instant\n\n"
-            "Every loop (`every` 1 h) or Schedule (`MINUTES` 60) falls due at the same instant, a few seconds "
-            "after the schedulers are up. Time runs from that instant to each delivery record.\n\n"
-            + "\n\n".join(blocks))
+            rows.append(
+                [
+                    "share of the batched pgbench limit",
+                    f"{rate / limit:.1%}",
+                    "",
+                    "",
+                    "≥ 10%",
+                    met(rate / limit, 0.10, at_most=False),
+                ]
+            )
+        blocks.append(
+            f"**{processes} scheduler process{'es' if processes > 1 else ''}** "
+            f"(`runloops` × {processes} vs `qcluster` × {processes})\n\n" + table(HEADER, rows)
+        )
+    return (
+        f"## B1 burst: {sizes['b1_loops']:,} due at one instant\n\n"
+        "Every loop (`every` 1 h) or Schedule (`MINUTES` 60) falls due at the same instant, a few seconds "
+        "after the schedulers are up. Time runs from that instant to each delivery record.\n\n" + "\n\n".join(blocks)
+    )
 
 
 def b2_section(results: dict, sizes: dict) -> str:
@@ -184,19 +250,33 @@ def b2_section(results: dict, sizes: dict) -> str:
         ["not delivered (folded or skipped)", cell(ours, "not_delivered"), cell(theirs, "not_delivered"), "", "", ""],
         compared("lateness p50 (ms)", ours, theirs, "p50", scale=1000),
         compared("lateness p95 (ms)", ours, theirs, "p95", scale=1000),
-        compared("lateness p99 (ms)", ours, theirs, "p99", scale=1000, target="≤ 250 ms",
-                 verdict=met(p99 * 1000 if p99 is not None else None, 250, at_most=True)),
+        compared(
+            "lateness p99 (ms)",
+            ours,
+            theirs,
+            "p99",
+            scale=1000,
+            target="≤ 250 ms",
+            verdict=met(p99 * 1000 if p99 is not None else None, 250, at_most=True),
+        ),
         compared("lateness max (ms)", ours, theirs, "max", scale=1000),
-        ["duplicates", cell(ours, "duplicates"), cell(theirs, "duplicates"), "", "0",
-         met(over_reps(ours, "duplicates")[0], 0, at_most=True)],
+        [
+            "duplicates",
+            cell(ours, "duplicates"),
+            cell(theirs, "duplicates"),
+            "",
+            "0",
+            met(over_reps(ours, "duplicates")[0], 0, at_most=True),
+        ],
     ]
-    return (f"## B2 lateness at steady load: {sizes['b2_loops']:,} staggered loops for {sizes['b2_seconds']} s\n\n"
-            f"One scheduler process each. dshloop's loops repeat every {sizes['b2_period_s']} s, their first "
-            "deadlines spread evenly over one interval. django-q2's `Schedule` cannot repeat more often than once a "
-            "minute, so its schedules run every 60 s, spread the same way: **a sixth of dshloop's load**, which "
-            "favours the baseline. Lateness = delivery record − scheduled instant, over every occurrence scheduled "
-            "in the window.\n\n"
-            + table(HEADER, rows))
+    return (
+        f"## B2 lateness at steady load: {sizes['b2_loops']:,} staggered loops for {sizes['b2_seconds']} s\n\n"
+        f"One scheduler process each. dshloop's loops repeat every {sizes['b2_period_s']} s, their first "
+        "deadlines spread evenly over one interval. django-q2's `Schedule` cannot repeat more often than once a "
+        "minute, so its schedules run every 60 s, spread the same way: **a sixth of dshloop's load**, which "
+        "favours the baseline. Lateness = delivery record − scheduled instant, over every occurrence scheduled "
+        "in the window.\n\n" + table(HEADER, rows)
+    )
 
 
 def b3_section(results: dict, sizes: dict) -> str:
@@ -205,23 +285,36 @@ def b3_section(results: dict, sizes: dict) -> str:
         return ""
     ours, theirs = data.get("dshloop", []), data.get(DQ, [])
     rows = [
-        compared("transactions/min (≈ statements, see above)", ours, theirs, "transactions_per_min", target="≤ 10",
-                 verdict=met(over_reps(ours, "transactions_per_min")[0], 10, at_most=True)),
+        compared(
+            "transactions/min (≈ statements, see above)",
+            ours,
+            theirs,
+            "transactions_per_min",
+            target="≤ 10",
+            verdict=met(over_reps(ours, "transactions_per_min")[0], 10, at_most=True),
+        ),
         compared("new connections/min", ours, theirs, "connections_per_min"),
         compared("CPU seconds/min (scheduler process tree)", ours, theirs, "cpu_s_per_min"),
-        compared("CPU % of one core", ours, theirs, "cpu_percent", target="≤ 1%",
-                 verdict=met(over_reps(ours, "cpu_percent")[0], 1, at_most=True)),
+        compared(
+            "CPU % of one core",
+            ours,
+            theirs,
+            "cpu_percent",
+            target="≤ 1%",
+            verdict=met(over_reps(ours, "cpu_percent")[0], 1, at_most=True),
+        ),
     ]
-    return (f"## B3 idle cost: {sizes['b3_loops']:,} loops, none due for an hour\n\n"
-            f"One scheduler process each, measured for {sizes['b3_seconds']} s after start-up. Transactions and new "
-            "connections are `pg_stat_database` deltas of the system's own database: `pg_stat_statements` needs "
-            "`shared_preload_libraries`, i.e. a restart of the shared server, which the bench does not do. Each "
-            "autocommit statement is one transaction, so for an idle scheduler (single reads and single updates) "
-            "transactions ≈ statements; a transaction block counts once. CPU is user + system time of the "
-            "scheduler's whole process tree from `/proc` (PostgreSQL's own backends are not included); on this VM "
-            "the CPU time of an idle process tree varies several-fold from run to run, so only the median of a "
-            "full run on a quiet machine means much.\n\n"
-            + table(HEADER, rows))
+    return (
+        f"## B3 idle cost: {sizes['b3_loops']:,} loops, none due for an hour\n\n"
+        f"One scheduler process each, measured for {sizes['b3_seconds']} s after start-up. Transactions and new "
+        "connections are `pg_stat_database` deltas of the system's own database: `pg_stat_statements` needs "
+        "`shared_preload_libraries`, i.e. a restart of the shared server, which the bench does not do. Each "
+        "autocommit statement is one transaction, so for an idle scheduler (single reads and single updates) "
+        "transactions ≈ statements; a transaction block counts once. CPU is user + system time of the "
+        "scheduler's whole process tree from `/proc` (PostgreSQL's own backends are not included); on this VM "
+        "the CPU time of an idle process tree varies several-fold from run to run, so only the median of a "
+        "full run on a quiet machine means much.\n\n" + table(HEADER, rows)
+    )
 
 
 def b4_section(results: dict, sizes: dict) -> str:
@@ -236,74 +329,104 @@ def b4_section(results: dict, sizes: dict) -> str:
         rss_rows.append(compared(f"RSS (MiB) at {size:,} rows", ours, theirs, "rss_mb"))
         oq, tq = data.get(f"dshloop/{size}/query", []), data.get(f"{DQ}/{size}/query", [])
         query_rows.append(compared(f"due query (ms) at {size:,} rows", oq, tq, "due_query_ms", target="flat"))
-        query_rows.append([f"dshloop's per-tick deadline query (ms) at {size:,}", cell(oq, "deadline_query_ms"),
-                           "n/a", "", "flat", ""])
+        query_rows.append(
+            [
+                f"dshloop's per-tick deadline query (ms) at {size:,}",
+                cell(oq, "deadline_query_ms"),
+                "n/a",
+                "",
+                "flat",
+                "",
+            ]
+        )
     values = [value for value in ours_by_size.values() if value]
     if len(values) > 1:
         spread = max(values) / min(values) - 1
-        rss_rows.append([f"dshloop RSS spread, {sizes['b4_sizes'][0]:,} → {sizes['b4_sizes'][-1]:,}",
-                         f"{spread:+.1%}", "", "", "within 10%", met(spread, 0.10, at_most=True)])
+        rss_rows.append(
+            [
+                f"dshloop RSS spread, {sizes['b4_sizes'][0]:,} → {sizes['b4_sizes'][-1]:,}",
+                f"{spread:+.1%}",
+                "",
+                "",
+                "within 10%",
+                met(spread, 0.10, at_most=True),
+            ]
+        )
     api = data.get(f"dshloop/{sizes['b4_api_size']}/api", [])
     create_p99 = over_reps(api, "create_p99")[0]
     api_rows = [
         ["loop_create p50 (ms)", cell(api, "create_p50"), "n/a", "", "", ""],
         ["loop_create p99 (ms)", cell(api, "create_p99"), "n/a", "", "≤ 20 ms", met(create_p99, 20, at_most=True)],
-        [f"loop_list {{}} p50 (ms), ~{sizes['b4_api_size'] // 1000} loops per session", cell(api, "list_p50"),
-         "n/a", "", "", ""],
+        [
+            f"loop_list {{}} p50 (ms), ~{sizes['b4_api_size'] // 1000} loops per session",
+            cell(api, "list_p50"),
+            "n/a",
+            "",
+            "",
+            "",
+        ],
         ["loop_list {} p99 (ms)", cell(api, "list_p99"), "n/a", "", "", ""],
-        [f"loop_list {{\"session_id\": \"global\"}} p50 (ms), all {sizes['b4_api_size']:,}+ loops",
-         cell(api, "global_list_p50"), "n/a", "", "", ""],
+        [
+            f'loop_list {{"session_id": "global"}} p50 (ms), all {sizes["b4_api_size"]:,}+ loops',
+            cell(api, "global_list_p50"),
+            "n/a",
+            "",
+            "",
+            "",
+        ],
     ]
-    return (f"## B4 scale\n\n"
-            "**Scheduler memory** — RSS summed over the scheduler's process tree (forked workers share pages, "
-            "counted for both alike) after it delivered a burst of "
-            f"{sizes['b4_burst']:,} occurrences, with the table at each size and the rest due in an hour.\n\n"
-            + table(HEADER, rss_rows)
-            + "\n\n**Due query** — the query each scheduler runs to find due rows, captured from the product's own "
-            "code (`bench/queries.py`) and timed with none due (median of "
-            f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 500` "
-            "(`loops.claims.CLAIM_BATCH`) on `loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
-            "`next_run` has no index).\n\n"
-            + table(HEADER, query_rows)
-            + f"\n\n**API latency at {sizes['b4_api_size']:,} loops** — `/api/tools/loop_create` and `loop_list` "
-            "in-process through the Django test client (token auth, schema validation, service, serialization; "
-            "no network), with one `runloops` running. django-q2 has no agent-facing API to compare.\n\n"
-            + table(HEADER, api_rows))
+    return (
+        f"## B4 scale\n\n"
+        "**Scheduler memory** — RSS summed over the scheduler's process tree (forked workers share pages, "
+        "counted for both alike) after it delivered a burst of "
+        f"{sizes['b4_burst']:,} occurrences, with the table at each size and the rest due in an hour.\n\n"
+        + table(HEADER, rss_rows)
+        + "\n\n**Due query** — the query each scheduler runs to find due rows, captured from the product's own "
+        "code (`bench/queries.py`) and timed with none due (median of "
+        f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 500` "
+        "(`loops.claims.CLAIM_BATCH`) on `loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
+        "`next_run` has no index).\n\n"
+        + table(HEADER, query_rows)
+        + f"\n\n**API latency at {sizes['b4_api_size']:,} loops** — `/api/tools/loop_create` and `loop_list` "
+        "in-process through the Django test client (token auth, schema validation, service, serialization; "
+        "no network), with one `runloops` running. django-q2 has no agent-facing API to compare.\n\n"
+        + table(HEADER, api_rows)
+    )
 
 
 # What to make of a missed target. Written from the code's structure, not from one run's numbers:
 # each says what bounds the measure and what would move it.
 WHEN_MISSED = {
     "B1": "**B1 throughput.** The burst is bound by CPU, not by locks or round trips: the CPU rows above are "
-          "what the schedulers' processes and the PostgreSQL server spend per 1,000 occurrences, and on cores "
-          "shared by both no arrangement of the work beats the CPU ceiling row. An occurrence is claimed "
-          "(`loops.claims.claim_due`: lock up to 500 due loops, compute each next deadline in Python, then one "
-          "set-based UPDATE of the loops and one INSERT of the runs, and one django-q2 task per 250 runs, in one "
-          "transaction) and delivered (`loops.delivery.deliver_runs`: take the runs' leases, read loops and "
-          "targets, insert the inbox messages, record runs and loops: about a dozen statements per batch). "
-          "PostgreSQL writes six rows per occurrence (the loop updated twice, the run inserted and updated "
-          "twice, the message inserted) where pgbench's claim writes two; most of the scheduler's CPU is Django's "
-          "ORM around the statements (query compilation, model instances, timestamp parsing) and the one log line per "
-          "occurrence. More `runloops` processes add contention, not cores. What would reach the target: cores "
-          "not shared with PostgreSQL (claims scale across processes with SKIP LOCKED), and for the embedded "
-          "host a delivery of a few hand-written statements per batch in one transaction (lock the runs, "
-          "insert the messages, record), which also drops the separate lease-taking write of each run.",
+    "what the schedulers' processes and the PostgreSQL server spend per 1,000 occurrences, and on cores "
+    "shared by both no arrangement of the work beats the CPU ceiling row. An occurrence is claimed "
+    "(`loops.claims.claim_due`: lock up to 500 due loops, compute each next deadline in Python, then one "
+    "set-based UPDATE of the loops and one INSERT of the runs, and one django-q2 task per 250 runs, in one "
+    "transaction) and delivered (`loops.delivery.deliver_runs`: take the runs' leases, read loops and "
+    "targets, insert the inbox messages, record runs and loops: about a dozen statements per batch). "
+    "PostgreSQL writes six rows per occurrence (the loop updated twice, the run inserted and updated "
+    "twice, the message inserted) where pgbench's claim writes two; most of the scheduler's CPU is Django's "
+    "ORM around the statements (query compilation, model instances, timestamp parsing) and the one log line per "
+    "occurrence. More `runloops` processes add contention, not cores. What would reach the target: cores "
+    "not shared with PostgreSQL (claims scale across processes with SKIP LOCKED), and for the embedded "
+    "host a delivery of a few hand-written statements per batch in one transaction (lock the runs, "
+    "insert the messages, record), which also drops the separate lease-taking write of each run.",
     "B2": "**B2 lateness.** A delivery waits for the clock to wake (a timer on the earliest deadline, at least "
-          "`MIN_SLEEP` 50 ms apart), the claim to commit, the pusher to be woken by NOTIFY, a worker to take the "
-          "task and the batch to be delivered and recorded. On a loaded two-core machine each hand-off between "
-          "processes costs scheduling delay; p99 reflects the busiest moments.",
+    "`MIN_SLEEP` 50 ms apart), the claim to commit, the pusher to be woken by NOTIFY, a worker to take the "
+    "task and the batch to be delivered and recorded. On a loaded two-core machine each hand-off between "
+    "processes costs scheduling delay; p99 reflects the busiest moments.",
     "B3": "**B3 idle cost.** An idle `runloops` wakes every `MAX_SLEEP` (30 s): heartbeat UPDATE (every 25 s), "
-          "the two `next_wakeup` MIN() queries, and the pusher's look at the queue every `IDLE_RECHECK` (30 s): "
-          "about nine transactions a minute. Its CPU floor is in Python wake-ups, not SQL: django-q2's guard "
-          "(sentinel) process wakes twice a second to check its processes and save its status, and psycopg "
-          "polls each of the two waiting LISTEN connections (clock and pusher) every 0.1 s "
-          "(`psycopg.connection._WAIT_INTERVAL`), about 0.15 CPU-s/min each measured alone. Fewer wake-ups "
-          "(one listener per process, waiting on the socket with `select()` instead of `notifies(timeout=…)`, "
-          "a longer guard cycle) would lower it.",
+    "the two `next_wakeup` MIN() queries, and the pusher's look at the queue every `IDLE_RECHECK` (30 s): "
+    "about nine transactions a minute. Its CPU floor is in Python wake-ups, not SQL: django-q2's guard "
+    "(sentinel) process wakes twice a second to check its processes and save its status, and psycopg "
+    "polls each of the two waiting LISTEN connections (clock and pusher) every 0.1 s "
+    "(`psycopg.connection._WAIT_INTERVAL`), about 0.15 CPU-s/min each measured alone. Fewer wake-ups "
+    "(one listener per process, waiting on the socket with `select()` instead of `notifies(timeout=…)`, "
+    "a longer guard cycle) would lower it.",
     "B4": "**B4.** RSS can grow with the table only if something holds per-loop state (the clock keeps none: "
-          "it asks PostgreSQL for the earliest deadline); loop_create is one INSERT plus validation, target "
-          "resolution (a session lookup) and a NOTIFY at commit, so a slow p99 there is the machine's or the "
-          "database's, and shows in the due-query times too.",
+    "it asks PostgreSQL for the earliest deadline); loop_create is one INSERT plus validation, target "
+    "resolution (a session lookup) and a NOTIFY at commit, so a slow p99 there is the machine's or the "
+    "database's, and shows in the due-query times too.",
 }
 
 
@@ -335,12 +458,14 @@ def render(results: dict) -> str:
     sizes = results["sizes"]
     parts = ["# Benchmarks (issue 7)"]
     if results.get("quick"):
-        parts.append("> **Quick, noisy run — not the benchmark.** Produced by `python -m bench.run --quick` "
-                     "(`make bench QUICK=1`) with tiny sizes and one repetition, while other test suites ran on "
-                     "the same two cores. It shows the harness works and the shape of the comparison, no more: at "
-                     "these sizes fixed delays dominate B1 (django-q2's ~30 s scheduler cycle, dshloop's start of a "
-                     "batch), and B2's window is shorter than django-q2's one-minute period. Replace it with a full "
-                     "`make bench` on a quiet machine.")
+        parts.append(
+            "> **Quick, noisy run — not the benchmark.** Produced by `python -m bench.run --quick` "
+            "(`make bench QUICK=1`) with tiny sizes and one repetition, while other test suites ran on "
+            "the same two cores. It shows the harness works and the shape of the comparison, no more: at "
+            "these sizes fixed delays dominate B1 (django-q2's ~30 s scheduler cycle, dshloop's start of a "
+            "batch), and B2's window is shorter than django-q2's one-minute period. Replace it with a full "
+            "`make bench` on a quiet machine."
+        )
     parts.append(
         "dshloop (`manage.py runloops`) and its peer, django-q2's own `Schedule` + `manage.py qcluster` "
         "(`bench/baseline_settings.py`: ORM broker, `catch_up=False`, `CONN_MAX_AGE=60`, `save_limit=-1`, the same "
@@ -350,13 +475,22 @@ def render(results: dict) -> str:
         "ANALYZEd. Both do the same work per occurrence: dshloop delivers to a session inbox on its embedded host "
         "and records the run; django-q2 runs `bench.tasks.record`, which records the run. End to end = scheduled "
         "instant → delivery record (dshloop `LoopRun.finished_at`; the task's recorded time). Duplicates = the same "
-        "occurrence recorded twice. Ratios are dshloop ÷ django-q2 on the medians.")
-    for section in (machine_section(results), limit_section(results, sizes), b1_section(results, sizes),
-                    b2_section(results, sizes), b3_section(results, sizes), b4_section(results, sizes),
-                    findings(results, sizes)):
+        "occurrence recorded twice. Ratios are dshloop ÷ django-q2 on the medians."
+    )
+    for section in (
+        machine_section(results),
+        limit_section(results, sizes),
+        b1_section(results, sizes),
+        b2_section(results, sizes),
+        b3_section(results, sizes),
+        b4_section(results, sizes),
+        findings(results, sizes),
+    ):
         if section:
             parts.append(section)
-    parts.append("## Reproduce\n\n    make bench            # full size, ~50 min; on a quiet machine\n"
-                 "    make bench QUICK=1    # tiny sizes, ~7 min: checks the harness\n\n"
-                 "Raw numbers per repetition and scheduler logs: `var/bench/<date>/`.")
+    parts.append(
+        "## Reproduce\n\n    make bench            # full size, ~50 min; on a quiet machine\n"
+        "    make bench QUICK=1    # tiny sizes, ~7 min: checks the harness\n\n"
+        "Raw numbers per repetition and scheduler logs: `var/bench/<date>/`."
+    )
     return "\n\n".join(parts) + "\n"

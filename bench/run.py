@@ -44,16 +44,48 @@ class Sizes:
 
 
 # The sizes issue 7 asks for.
-FULL = Sizes(reps=3, pgbench_rows=100_000, pgbench_seconds=15, pgbench_clients=(1, 8),
-             b1_loops=10_000, b1_processes=(1, 4), b2_loops=2_000, b2_period_s=10, b2_seconds=180,
-             b3_loops=100_000, b3_seconds=60, b4_sizes=(10_000, 100_000, 1_000_000), b4_burst=1_000,
-             b4_query_repeat=20, b4_api_size=100_000, b4_creates=1_000, b4_lists=200, b4_global_lists=3)
+FULL = Sizes(
+    reps=3,
+    pgbench_rows=100_000,
+    pgbench_seconds=15,
+    pgbench_clients=(1, 8),
+    b1_loops=10_000,
+    b1_processes=(1, 4),
+    b2_loops=2_000,
+    b2_period_s=10,
+    b2_seconds=180,
+    b3_loops=100_000,
+    b3_seconds=60,
+    b4_sizes=(10_000, 100_000, 1_000_000),
+    b4_burst=1_000,
+    b4_query_repeat=20,
+    b4_api_size=100_000,
+    b4_creates=1_000,
+    b4_lists=200,
+    b4_global_lists=3,
+)
 # Tiny, one repetition: checks that every path of the harness works, in minutes. Its numbers
 # are not the benchmark (B2's window is shorter than django-q2's one-minute period, for one).
-QUICK = Sizes(reps=1, pgbench_rows=10_000, pgbench_seconds=3, pgbench_clients=(1, 8),
-              b1_loops=500, b1_processes=(1, 4), b2_loops=200, b2_period_s=10, b2_seconds=40,
-              b3_loops=10_000, b3_seconds=20, b4_sizes=(1_000, 10_000, 100_000), b4_burst=100,
-              b4_query_repeat=5, b4_api_size=10_000, b4_creates=100, b4_lists=50, b4_global_lists=1)
+QUICK = Sizes(
+    reps=1,
+    pgbench_rows=10_000,
+    pgbench_seconds=3,
+    pgbench_clients=(1, 8),
+    b1_loops=500,
+    b1_processes=(1, 4),
+    b2_loops=200,
+    b2_period_s=10,
+    b2_seconds=40,
+    b3_loops=10_000,
+    b3_seconds=20,
+    b4_sizes=(1_000, 10_000, 100_000),
+    b4_burst=100,
+    b4_query_repeat=5,
+    b4_api_size=10_000,
+    b4_creates=100,
+    b4_lists=50,
+    b4_global_lists=1,
+)
 
 
 def setup_django() -> None:
@@ -89,8 +121,10 @@ class Run:
     def record(self, section: str, key: str, value: dict) -> None:
         """Keep one repetition's numbers, and save everything so far (a crash loses little)."""
         self.results["sections"].setdefault(section, {}).setdefault(key, []).append(value)
-        log(f"  {section} {key}: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-                                                for k, v in value.items()))
+        log(
+            f"  {section} {key}: "
+            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items())
+        )
         (self.out_dir / "results.json").write_text(json.dumps(self.results, indent=1, default=str))
 
     def logs(self, section: str, rep: int) -> Path:
@@ -102,9 +136,16 @@ class Run:
         for _rep in range(self.sizes.reps):
             for script in ("claim_one.sql", "claim_batch.sql"):
                 for clients in self.sizes.pgbench_clients:
-                    self.record("limit", f"{script}/{clients}", pgbench(
-                        script=script, clients=clients, seconds=self.sizes.pgbench_seconds,
-                        rows=self.sizes.pgbench_rows))
+                    self.record(
+                        "limit",
+                        f"{script}/{clients}",
+                        pgbench(
+                            script=script,
+                            clients=clients,
+                            seconds=self.sizes.pgbench_seconds,
+                            rows=self.sizes.pgbench_rows,
+                        ),
+                    )
 
     def b1(self) -> None:
         from bench.benchmarks import burst
@@ -112,27 +153,52 @@ class Run:
         for rep in range(self.sizes.reps):
             for processes in self.sizes.b1_processes:
                 for system in self.systems:
-                    self.record("B1", f"{system.name}/{processes}", burst(
-                        system, loops=self.sizes.b1_loops, processes=processes, log_dir=self.logs("B1", rep),
-                        label=f"{processes}p"))
+                    self.record(
+                        "B1",
+                        f"{system.name}/{processes}",
+                        burst(
+                            system,
+                            loops=self.sizes.b1_loops,
+                            processes=processes,
+                            log_dir=self.logs("B1", rep),
+                            label=f"{processes}p",
+                        ),
+                    )
 
     def b2(self) -> None:
         from bench.benchmarks import steady
 
         for rep in range(self.sizes.reps):
             for system in self.systems:
-                self.record("B2", system.name, steady(
-                    system, loops=self.sizes.b2_loops, period_s=self.sizes.b2_period_s,
-                    seconds=self.sizes.b2_seconds, log_dir=self.logs("B2", rep), label="steady"))
+                self.record(
+                    "B2",
+                    system.name,
+                    steady(
+                        system,
+                        loops=self.sizes.b2_loops,
+                        period_s=self.sizes.b2_period_s,
+                        seconds=self.sizes.b2_seconds,
+                        log_dir=self.logs("B2", rep),
+                        label="steady",
+                    ),
+                )
 
     def b3(self) -> None:
         from bench.benchmarks import idle
 
         for rep in range(self.sizes.reps):
             for system in self.systems:
-                self.record("B3", system.name, idle(
-                    system, loops=self.sizes.b3_loops, seconds=self.sizes.b3_seconds,
-                    log_dir=self.logs("B3", rep), label="idle"))
+                self.record(
+                    "B3",
+                    system.name,
+                    idle(
+                        system,
+                        loops=self.sizes.b3_loops,
+                        seconds=self.sizes.b3_seconds,
+                        log_dir=self.logs("B3", rep),
+                        label="idle",
+                    ),
+                )
 
     def b4(self) -> None:
         from bench.benchmarks import api_latency, due_query_ms, grow, resident
@@ -145,22 +211,37 @@ class Run:
             log(f"B4: {size:,} rows per system")
             for system in self.systems:
                 grow(system, have=have, size=size)
-                self.record("B4", f"{system.name}/{size}/query",
-                            due_query_ms(system, repeat=self.sizes.b4_query_repeat))
+                self.record(
+                    "B4", f"{system.name}/{size}/query", due_query_ms(system, repeat=self.sizes.b4_query_repeat)
+                )
             have = size
             for rep in range(self.sizes.reps):
                 for system in self.systems:
-                    self.record("B4", f"{system.name}/{size}/rss", resident(
-                        system, burst_rows=self.sizes.b4_burst, offset=rep * self.sizes.b4_burst,
-                        log_dir=self.logs("B4", rep), label=f"{size}"))
+                    self.record(
+                        "B4",
+                        f"{system.name}/{size}/rss",
+                        resident(
+                            system,
+                            burst_rows=self.sizes.b4_burst,
+                            offset=rep * self.sizes.b4_burst,
+                            log_dir=self.logs("B4", rep),
+                            label=f"{size}",
+                        ),
+                    )
             if size == self.sizes.b4_api_size:
                 dshloop = self.systems[0]
                 # With a scheduler running, as in production: each loop_create wakes its clock.
                 with schedulers(dshloop, 1, self.logs("B4", 0), "api"):
                     for _rep in range(self.sizes.reps):
-                        self.record("B4", f"dshloop/{size}/api", api_latency(
-                            creates=self.sizes.b4_creates, lists=self.sizes.b4_lists,
-                            global_lists=self.sizes.b4_global_lists))
+                        self.record(
+                            "B4",
+                            f"dshloop/{size}/api",
+                            api_latency(
+                                creates=self.sizes.b4_creates,
+                                lists=self.sizes.b4_lists,
+                                global_lists=self.sizes.b4_global_lists,
+                            ),
+                        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,8 +265,10 @@ def main(argv: list[str] | None = None) -> int:
 
     missing = [tool for tool in ("psql", "pgbench") if shutil.which(tool) is None]
     if missing:
-        parser.error(f"{' and '.join(missing)} not found: they come with PostgreSQL "
-                     "(Debian: postgresql-client for psql, postgresql-15 for pgbench)")
+        parser.error(
+            f"{' and '.join(missing)} not found: they come with PostgreSQL "
+            "(Debian: postgresql-client for psql, postgresql-15 for pgbench)"
+        )
     sizes = QUICK if args.quick else FULL
     if args.reps:
         sizes = Sizes(**{**asdict(sizes), "reps": args.reps})

@@ -17,8 +17,12 @@ def percentile(values: list[float], p: float) -> float | None:
 
 
 def summary(values: list[float]) -> dict[str, float | None]:
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95), "p99": percentile(values, 99),
-            "max": max(values, default=None)}
+    return {
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "p99": percentile(values, 99),
+        "max": max(values, default=None),
+    }
 
 
 def over_reps(reps: list[dict], key: str) -> tuple[float | None, float | None, float | None]:

@@ -53,8 +53,13 @@ class System:
 
     def create_database(self) -> None:
         db.recreate(self.database)
-        subprocess.run([sys.executable, str(MANAGE), "migrate", "--noinput"], env=self.env(), check=True,
-                       capture_output=True, cwd=BASE_DIR)
+        subprocess.run(
+            [sys.executable, str(MANAGE), "migrate", "--noinput"],
+            env=self.env(),
+            check=True,
+            capture_output=True,
+            cwd=BASE_DIR,
+        )
         self.conn = db.connect(self.database)
 
     def reset(self) -> None:
@@ -111,8 +116,16 @@ class Dshloop(System):
     settings_module = "dshloop.settings"
     command = "runloops"
     min_period_s = 1
-    tables = ("loops_loop", "loops_looprun", "loops_schedulerheartbeat", "sessions_app_inboxmessage",
-              "sessions_app_sessionheader", "django_q_ormq", "django_q_task", "tokens_apitoken")
+    tables = (
+        "loops_loop",
+        "loops_looprun",
+        "loops_schedulerheartbeat",
+        "sessions_app_inboxmessage",
+        "sessions_app_sessionheader",
+        "django_q_ormq",
+        "django_q_task",
+        "tokens_apitoken",
+    )
 
     def env(self) -> dict[str, str]:
         return {**super().env(), "DATABASE_URL": db.url(self.database), "DSHLOOP_HOST": "local"}
@@ -124,7 +137,9 @@ class Dshloop(System):
             "INSERT INTO sessions_app_sessionheader (session_id, status, updated_at, preset, model, user_title,"
             " generated_title, first_prompt, global_interface, created_for)"
             " SELECT 'ses_bench_' || lpad(i::text, 4, '0'), 'idle', now(), 'coder', 'm1', '', '', '', false, NULL"
-            " FROM generate_series(0, %s - 1) AS i", [SESSIONS])
+            " FROM generate_series(0, %s - 1) AS i",
+            [SESSIONS],
+        )
 
     def add_every(self, count, *, period_s, first_at, spread_s, start=0):
         # loop_create's rules (loops.services): created_at to the millisecond, an `every` grid of
@@ -141,15 +156,23 @@ class Dshloop(System):
                          + (i - %(start)s) * %(step)s * interval '1 second') AS due
                   FROM generate_series(%(start)s, %(stop)s - 1) AS i) AS rows
             """,
-            {"period": period_s, "sessions": SESSIONS, "first": first_at, "start": start, "stop": start + count,
-             "step": spread_s / count})
+            {
+                "period": period_s,
+                "sessions": SESSIONS,
+                "first": first_at,
+                "start": start,
+                "stop": start + count,
+                "step": spread_s / count,
+            },
+        )
 
     def make_due(self, start, count, at):
         self.conn.execute(
             "UPDATE loops_loop SET next_at = date_trunc('milliseconds', %(at)s::timestamptz),"
             " created_at = date_trunc('milliseconds', %(at)s::timestamptz) - every_seconds * interval '1 second'"
             " WHERE loop_id >= %(lo)s AND loop_id < %(hi)s",
-            {"at": at, "lo": f"loop_bench_{start:08d}", "hi": f"loop_bench_{start + count:08d}"})
+            {"at": at, "lo": f"loop_bench_{start:08d}", "hi": f"loop_bench_{start + count:08d}"},
+        )
 
     def wake(self):
         # Rows inserted behind the clock's back: loop_create would notify on commit (loops.services).
@@ -159,12 +182,15 @@ class Dshloop(System):
 
     def ready(self, process):
         # The clock has ticked once: it is past start-up and claiming (tests/reliability do the same).
-        return self.conn.execute("SELECT 1 FROM loops_schedulerheartbeat WHERE pid = %s",
-                                 [process.pid]).fetchone() is not None
+        return (
+            self.conn.execute("SELECT 1 FROM loops_schedulerheartbeat WHERE pid = %s", [process.pid]).fetchone()
+            is not None
+        )
 
     def deliveries(self):
         return self.conn.execute(
-            "SELECT scheduled_at, finished_at FROM loops_looprun WHERE status = 'delivered'").fetchall()
+            "SELECT scheduled_at, finished_at FROM loops_looprun WHERE status = 'delivered'"
+        ).fetchall()
 
     def delivered_count(self):
         return self.conn.execute("SELECT count(*) FROM loops_looprun WHERE status = 'delivered'").fetchone()[0]
@@ -173,10 +199,11 @@ class Dshloop(System):
         # Runs per occurrence and inbox messages per occurrence; both have unique keys, so any
         # count above zero here would be a broken guarantee.
         runs = self.conn.execute(
-            "SELECT count(*) - count(DISTINCT (loop_id, scheduled_at)) FROM loops_looprun"
-            " WHERE status = 'delivered'").fetchone()[0]
+            "SELECT count(*) - count(DISTINCT (loop_id, scheduled_at)) FROM loops_looprun WHERE status = 'delivered'"
+        ).fetchone()[0]
         messages = self.conn.execute(
-            "SELECT count(*) - count(DISTINCT occurrence_key) FROM sessions_app_inboxmessage").fetchone()[0]
+            "SELECT count(*) - count(DISTINCT occurrence_key) FROM sessions_app_inboxmessage"
+        ).fetchone()[0]
         return runs + messages
 
     def settled(self, before):
@@ -184,7 +211,9 @@ class Dshloop(System):
         return self.conn.execute(
             "SELECT NOT EXISTS (SELECT 1 FROM loops_loop WHERE state = 'scheduled' AND next_at < %(t)s)"
             " AND NOT EXISTS (SELECT 1 FROM loops_looprun WHERE scheduled_at < %(t)s"
-            "                 AND status IN ('claimed', 'delivering'))", {"t": before}).fetchone()[0]
+            "                 AND status IN ('claimed', 'delivering'))",
+            {"t": before},
+        ).fetchone()[0]
 
     def folded(self) -> int:
         """Occurrences folded into a later delivery by anti-burst (spec §3)."""
@@ -229,12 +258,19 @@ class Baseline(System):
                 'scheduled_for'
             FROM generate_series(%(start)s, %(stop)s - 1) AS i
             """,
-            {"minutes": period_s // 60, "first": first_at, "start": start, "stop": start + count,
-             "step": spread_s / count})
+            {
+                "minutes": period_s // 60,
+                "first": first_at,
+                "start": start,
+                "stop": start + count,
+                "step": spread_s / count,
+            },
+        )
 
     def make_due(self, start, count, at):
-        self.conn.execute("UPDATE django_q_schedule SET next_run = %s WHERE id > %s AND id <= %s",
-                          [at, start, start + count])
+        self.conn.execute(
+            "UPDATE django_q_schedule SET next_run = %s WHERE id > %s AND id <= %s", [at, start, start + count]
+        )
 
     def ready(self, process):
         return "running." in process.output()
@@ -247,14 +283,17 @@ class Baseline(System):
 
     def duplicates(self):
         return self.conn.execute(
-            "SELECT count(*) - count(DISTINCT (schedule_id, scheduled_at)) FROM bench_delivery").fetchone()[0]
+            "SELECT count(*) - count(DISTINCT (schedule_id, scheduled_at)) FROM bench_delivery"
+        ).fetchone()[0]
 
     def settled(self, before):
         # Every schedule has moved past `before` and the queue is empty (a task leaves the ORM
         # queue only when acknowledged, so an empty queue means nothing is in a worker either).
         return self.conn.execute(
             "SELECT NOT EXISTS (SELECT 1 FROM django_q_schedule WHERE next_run < %s)"
-            " AND NOT EXISTS (SELECT 1 FROM django_q_ormq)", [before]).fetchone()[0]
+            " AND NOT EXISTS (SELECT 1 FROM django_q_ormq)",
+            [before],
+        ).fetchone()[0]
 
     def folded(self) -> int:
         return 0  # catch_up=False skips missed runs without a trace; bench.run counts them from the grid

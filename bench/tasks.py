@@ -23,5 +23,7 @@ CREATE TABLE IF NOT EXISTS bench_delivery (
 def record(schedule_id: int, scheduled_for: str) -> None:
     # The delivery time is taken in Python before the commit, as dshloop's finished_at is.
     with connection.cursor() as cursor:
-        cursor.execute("INSERT INTO bench_delivery (schedule_id, scheduled_at, delivered_at) VALUES (%s, %s, %s)",
-                       [schedule_id, scheduled_for, timezone.now()])
+        cursor.execute(
+            "INSERT INTO bench_delivery (schedule_id, scheduled_at, delivered_at) VALUES (%s, %s, %s)",
+            [schedule_id, scheduled_for, timezone.now()],
+        )

@@ -87,8 +87,10 @@ def on_not_found(request, exc):
 @api.exception_handler(RequestDataTooBig)
 def on_too_big(request, exc):
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    return _respond(request, ApiError(f"The request body is too large: at most {limit:,} bytes are read.",
-                                      status=413, code="too_large"))
+    return _respond(
+        request,
+        ApiError(f"The request body is too large: at most {limit:,} bytes are read.", status=413, code="too_large"),
+    )
 
 
 def _is_utf8(raw: bytes) -> bool:

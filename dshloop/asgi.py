@@ -37,7 +37,7 @@ def a2wsgi_environ(app):
             path = unquote_to_bytes(raw_path.partition(b"?")[0])
             script_name = environ.get("SCRIPT_NAME", "").encode("latin-1")
             if script_name and path.startswith(script_name):
-                path = path[len(script_name):]
+                path = path[len(script_name) :]
             environ["PATH_INFO"] = path.decode("latin-1")
         return app(environ, start_response)
 

@@ -49,8 +49,10 @@ def docs_access(view):
             return view(request, *args, **kwargs)
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            error = Unauthorized("Send 'Authorization: Bearer <token>' (any scope), or sign in at "
-                                 f"/admin/login/?next={request.path} to read it in a browser.")
+            error = Unauthorized(
+                "Send 'Authorization: Bearer <token>' (any scope), or sign in at "
+                f"/admin/login/?next={request.path} to read it in a browser."
+            )
         elif token_authenticate(token.strip()) is None:
             error = Unauthorized("The bearer token is unknown or revoked.")
         else:

@@ -22,8 +22,15 @@ from django.db import connection, models
 
 # Values psycopg takes as they are: Django's per-value preparation of these only costs time
 # (SQLite needs it: datetimes are stored there as naive UTC text).
-_PLAIN_TYPES = {"CharField", "TextField", "BigIntegerField", "IntegerField", "PositiveIntegerField", "BooleanField",
-                "DateTimeField"}
+_PLAIN_TYPES = {
+    "CharField",
+    "TextField",
+    "BigIntegerField",
+    "IntegerField",
+    "PositiveIntegerField",
+    "BooleanField",
+    "DateTimeField",
+}
 
 
 def _preparer(column: models.Field):
@@ -74,8 +81,9 @@ def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable
         cursor.executemany(f"UPDATE {table} SET {sets} WHERE {pk} = %s", [[*values, key] for key, *values in params])
 
 
-def insert_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence], *,
-                skip_conflicts: bool = False) -> set:
+def insert_rows(
+    model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence], *, skip_conflicts: bool = False
+) -> set:
     """INSERT the rows (values in `fields` order; the primary key among them); returns the primary
     keys of the rows inserted. With skip_conflicts a row whose unique key exists already is left
     out (ON CONFLICT DO NOTHING) and its key is not returned."""
@@ -100,7 +108,7 @@ def insert_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable
         keys = [row[fields.index(meta.pk.name)] for row in params]
         inserted = set()
         for start in range(0, len(keys), _SQLITE_MAX_VARIABLES):
-            chunk = keys[start:start + _SQLITE_MAX_VARIABLES]
+            chunk = keys[start : start + _SQLITE_MAX_VARIABLES]
             cursor.execute(f"SELECT {pk} FROM {table} WHERE {pk} IN ({', '.join('%s' for _ in chunk)})", chunk)
             inserted.update(key for (key,) in cursor.fetchall())
         return inserted

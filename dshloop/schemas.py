@@ -63,7 +63,14 @@ def answers(ok, *error_statuses: int) -> dict:
 
 
 # contract §2: the calling agent's session, documented on the operations that read it.
-CALLER_HEADER_DOC = {"parameters": [{
-    "in": "header", "name": CALLER_HEADER, "required": False, "schema": {"type": "string"},
-    "description": "The calling agent's session (the current local session).",
-}]}
+CALLER_HEADER_DOC = {
+    "parameters": [
+        {
+            "in": "header",
+            "name": CALLER_HEADER,
+            "required": False,
+            "schema": {"type": "string"},
+            "description": "The calling agent's session (the current local session).",
+        }
+    ]
+}

@@ -76,8 +76,12 @@ def _is_origin(text: str) -> bool:
         port_ok = parts.port is None or parts.port > 0
     except ValueError:  # a port that is not a number, or out of range
         return False
-    return (parts.scheme in {"http", "https"} and bool(parts.hostname) and port_ok
-            and not (parts.path or parts.query or parts.fragment or "@" in parts.netloc))
+    return (
+        parts.scheme in {"http", "https"}
+        and bool(parts.hostname)
+        and port_ok
+        and not (parts.path or parts.query or parts.fragment or "@" in parts.netloc)
+    )
 
 
 def env_origins(name: str) -> list[str]:
@@ -88,7 +92,8 @@ def env_origins(name: str) -> list[str]:
         if not _is_origin(origin):
             raise ImproperlyConfigured(
                 f"{name} must be a comma-separated list of origins such as https://loops.example.com "
-                f"(scheme and host, optionally :port, or https://*.example.com), not {origin!r}.")
+                f"(scheme and host, optionally :port, or https://*.example.com), not {origin!r}."
+            )
     return origins
 
 
@@ -102,7 +107,8 @@ def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
     if not re.fullmatch(r"HTTP_[A-Z0-9_]+", header) or not re.fullmatch(r"[^\s=]+", value):
         raise ImproperlyConfigured(
             f"{name} must look like HTTP_X_FORWARDED_PROTO=https (the header your proxy sets, as "
-            f"request.META names it, then '=' and the value it sends for HTTPS), not {raw!r}.")
+            f"request.META names it, then '=' and the value it sends for HTTPS), not {raw!r}."
+        )
     return header, value
 
 
@@ -212,7 +218,8 @@ if not SECRET_KEY:
             "DJANGO_SECRET_KEY must be set when DATABASE_URL is not SQLite: every process on a shared "
             "database (API servers and schedulers, on any machine) must sign sign-in sessions and CSRF "
             "tokens with the same key, or users are signed out and forms refused between them. Make one "
-            "with: python -c 'import secrets; print(secrets.token_urlsafe(50))'")
+            "with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
     # Zero set-up for the embedded mode: `make run` writes var/secret_key once, so sign-ins survive
     # restarts. Until it exists (tests, a manage.py command before the first `make run`), a key
     # for this process alone.

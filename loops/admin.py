@@ -28,8 +28,16 @@ RUN_HISTORY = 50
 
 @admin.register(Loop)
 class LoopAdmin(admin.ModelAdmin):
-    list_display = ["loop_id", "prompt_preview", "schedule_words", "target", "current_state", "next_at",
-                    "last_run_at", "last_result"]
+    list_display = [
+        "loop_id",
+        "prompt_preview",
+        "schedule_words",
+        "target",
+        "current_state",
+        "next_at",
+        "last_run_at",
+        "last_result",
+    ]
     list_filter = ["state", "kind", "last_result"]
     search_fields = ["loop_id", "prompt", "session_id", "created_by_session_id"]
     ordering = ["next_at", "created_at"]
@@ -39,8 +47,10 @@ class LoopAdmin(admin.ModelAdmin):
     actions = ["delete_through_service"]
     fieldsets = [
         (None, {"fields": ["loop_id", "prompt", "current_state", "panel_link"]}),
-        ("Schedule", {"fields": ["schedule_words", "kind", "every_seconds", "after_seconds", "cron_expr", "tz",
-                                 "upcoming"]}),
+        (
+            "Schedule",
+            {"fields": ["schedule_words", "kind", "every_seconds", "after_seconds", "cron_expr", "tz", "upcoming"]},
+        ),
         ("Target", {"fields": ["session_id", "preset", "created_by_session_id", "created_at"]}),
         ("Last run", {"fields": ["next_at", "last_run_at", "last_result", "last_error", "v1_id"]}),
         ("Run history", {"fields": ["run_history"]}),
@@ -110,8 +120,10 @@ class LoopAdmin(admin.ModelAdmin):
         times = fire_times(obj, now=timezone.now(), count=5)
         if not times:
             return "—"
-        return format_html("<ol>{}</ol>", format_html_join(
-            "", "<li>{}</li>", ((humanize.full_local_time(t, zone_name),) for t in times)))
+        return format_html(
+            "<ol>{}</ol>",
+            format_html_join("", "<li>{}</li>", ((humanize.full_local_time(t, zone_name),) for t in times)),
+        )
 
     @admin.display(description="Runs (newest first)")
     def run_history(self, obj):
@@ -125,11 +137,18 @@ class LoopAdmin(admin.ModelAdmin):
             return "No runs yet."
         zone_name = loop_zone(obj)
         rows = format_html_join(
-            "", "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "",
+            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
             (
-                (reverse("admin:loops_looprun_change", args=[quote(run.run_id)]),  # admin URLs quote "_"
-                 humanize.full_local_time(run.scheduled_at, zone_name), run.status, run.target_session_id or "—",
-                 run.missed, run.error or "—", run.fallback or "—")
+                (
+                    reverse("admin:loops_looprun_change", args=[quote(run.run_id)]),  # admin URLs quote "_"
+                    humanize.full_local_time(run.scheduled_at, zone_name),
+                    run.status,
+                    run.target_session_id or "—",
+                    run.missed,
+                    run.error or "—",
+                    run.fallback or "—",
+                )
                 for run in runs
             ),
         )
@@ -137,13 +156,25 @@ class LoopAdmin(admin.ModelAdmin):
         return format_html(
             "<table><thead><tr><th>Scheduled</th><th>Status</th><th>Target session</th><th>Missed</th>"
             "<th>Error</th><th>Fallback</th></tr></thead><tbody>{}</tbody></table>"
-            '<p><a href="{}">All runs of this loop</a></p>', rows, all_runs)
+            '<p><a href="{}">All runs of this loop</a></p>',
+            rows,
+            all_runs,
+        )
 
 
 @admin.register(LoopRun)
 class LoopRunAdmin(ReadOnlyAdmin):
-    list_display = ["occurrence_key", "loop_link", "scheduled_at", "status", "attempt", "missed",
-                    "target_session_id", "error_preview", "fallback"]
+    list_display = [
+        "occurrence_key",
+        "loop_link",
+        "scheduled_at",
+        "status",
+        "attempt",
+        "missed",
+        "target_session_id",
+        "error_preview",
+        "fallback",
+    ]
     list_filter = ["status"]
     search_fields = ["=loop_id", "=run_id", "occurrence_key", "target_session_id", "error"]
     date_hierarchy = "scheduled_at"

@@ -64,8 +64,7 @@ class NotifyingORM(ORM):
             except DatabaseError as exc:
                 # Raised, this would end django-q2's pusher after a 10 s sleep (see above). The
                 # broken connection is replaced by the next _take (get_connection closes it).
-                logger.warning("task queue unavailable (%s); looking again within %ss", str(exc).strip(),
-                               ERROR_RECHECK)
+                logger.warning("task queue unavailable (%s); looking again within %ss", str(exc).strip(), ERROR_RECHECK)
                 self.look_at = time.monotonic() + ERROR_RECHECK
             else:
                 if tasks:

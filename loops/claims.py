@@ -60,9 +60,16 @@ def free_rows(queryset):
 
 def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 0) -> LoopRun:
     return LoopRun(
-        run_id=new_run_id(), loop_id=loop.loop_id, occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
-        scheduled_at=scheduled_at, status=RunStatus.CLAIMED, missed=missed, prompt=loop.prompt,
-        target=loop.session_id, claimed_at=now, retry_at=now + lease(),
+        run_id=new_run_id(),
+        loop_id=loop.loop_id,
+        occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
+        scheduled_at=scheduled_at,
+        status=RunStatus.CLAIMED,
+        missed=missed,
+        prompt=loop.prompt,
+        target=loop.session_id,
+        claimed_at=now,
+        retry_at=now + lease(),
     )
 
 
@@ -81,8 +88,9 @@ def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
 
 def _advance(loop: Loop, now: datetime) -> LoopRun:
     """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`."""
-    catch_up = schedules.catch_up(loop.schedule, created_at=loop.created_at, due_at=loop.next_at, now=now,
-                                  host_tz=settings.TIME_ZONE)
+    catch_up = schedules.catch_up(
+        loop.schedule, created_at=loop.created_at, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
+    )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
     loop.next_at = None if loop.kind == ScheduleKind.AFTER else catch_up.next_at
     loop.state = LoopState.RUNNING
@@ -108,9 +116,9 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
                 continue
             if connection.vendor != "postgresql":
                 # Compare-and-swap: only the clock that still sees the old deadline wins.
-                won = Loop.objects.filter(
-                    loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at
-                ).update(state=loop.state, next_at=loop.next_at)
+                won = Loop.objects.filter(loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at).update(
+                    state=loop.state, next_at=loop.next_at
+                )
                 if not won:
                     continue
             else:
@@ -120,8 +128,9 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         # The unique occurrence key is the last guard against a double dispatch: a run that holds
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.
-        inserted = insert_rows(LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs],
-                               skip_conflicts=True)
+        inserted = insert_rows(
+            LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs], skip_conflicts=True
+        )
         _skip_taken([run for run in runs if run.run_id not in inserted], {loop.loop_id: loop for loop in loops}, now)
         run_ids = [run.run_id for run in runs if run.run_id in inserted]
         enqueue_deliveries(run_ids)
@@ -133,9 +142,13 @@ def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> N
     does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
     for run in runs:
         taken = LoopRun.objects.filter(occurrence_key=run.occurrence_key).values_list("run_id", "status").first()
-        message = (f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
-                   f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice.")
-        logger.error("loop=%s scheduled=%s outcome=skipped error=%s", run.loop_id, run.scheduled_at.isoformat(), message)
+        message = (
+            f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
+            f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice."
+        )
+        logger.error(
+            "loop=%s scheduled=%s outcome=skipped error=%s", run.loop_id, run.scheduled_at.isoformat(), message
+        )
         # Its own key names the occurrence it stands for; the original key stays with the first run.
         run.occurrence_key = f"{run.occurrence_key}:skipped:{run.run_id}"
         run.status, run.error, run.finished_at, run.retry_at = RunStatus.SKIPPED, message, now, None

@@ -73,8 +73,13 @@ class Clock:
             return
         # One UPDATE on every beat but the first (idle cost: statements per minute count).
         if not SchedulerHeartbeat.objects.filter(instance_id=self.instance_id).update(last_tick_at=now):
-            SchedulerHeartbeat.objects.create(instance_id=self.instance_id, hostname=socket.gethostname(),
-                                              pid=os.getpid(), started_at=self.started_at, last_tick_at=now)
+            SchedulerHeartbeat.objects.create(
+                instance_id=self.instance_id,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=self.started_at,
+                last_tick_at=now,
+            )
         self.last_heartbeat = now
 
     def tick(self) -> float:

@@ -62,8 +62,11 @@ def _start(run_ids: list[str], now: datetime) -> list[LoopRun]:
         ).order_by("run_id")
         runs = list(free_rows(free))
         LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
-            status=RunStatus.DELIVERING, attempt=F("attempt") + 1, started_at=Coalesce("started_at", Value(now)),
-            lease_until=now + lease(), retry_at=now + lease(),
+            status=RunStatus.DELIVERING,
+            attempt=F("attempt") + 1,
+            started_at=Coalesce("started_at", Value(now)),
+            lease_until=now + lease(),
+            retry_at=now + lease(),
         )
     for run in runs:
         run.status, run.attempt, run.started_at = RunStatus.DELIVERING, run.attempt + 1, run.started_at or now
@@ -82,8 +85,9 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
     if run.attempt > MAX_ATTEMPTS:
         # Every earlier driver died mid-delivery (its lease ran out): a poison occurrence must
         # not keep its loop `running` and be re-driven forever.
-        return Outcome(run, error=f"Its process kept stopping before recording an outcome (gave up after "
-                                  f"{MAX_ATTEMPTS} attempts).")
+        return Outcome(
+            run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
+        )
     source = run_source(run)
     try:
         if loop is None:
@@ -92,8 +96,9 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
         run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
         if loop.session_id == "new" and not host.transactional:
             # Remember the new session first: a retry of this occurrence must reuse it.
-            LoopRun.objects.filter(run_id=run.run_id).update(target_session_id=run.target_session_id,
-                                                              fallback=run.fallback)
+            LoopRun.objects.filter(run_id=run.run_id).update(
+                target_session_id=run.target_session_id, fallback=run.fallback
+            )
     except PermanentFailure as exc:
         return Outcome(run, error=str(exc))
     except HostError as exc:
@@ -101,14 +106,18 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
     except Exception as exc:
         logger.exception("resolving the target of %s raised", run.occurrence_key)
         return _failure(run, error=f"Unexpected error: {exc}", transient=True)
-    return Message(target.session_id, loop_message(loop_id=loop.loop_id, prompt=loop.prompt), source,
-                   run.occurrence_key)
+    return Message(
+        target.session_id, loop_message(loop_id=loop.loop_id, prompt=loop.prompt), source, run.occurrence_key
+    )
 
 
 def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]:
-    view = BatchView(host, {loop.session_id for loop in loops.values()}
-                     | {loop.created_by_session_id for loop in loops.values()}
-                     | {run.target_session_id for run in runs})
+    view = BatchView(
+        host,
+        {loop.session_id for loop in loops.values()}
+        | {loop.created_by_session_id for loop in loops.values()}
+        | {run.target_session_id for run in runs},
+    )
     prepared = [(run, _prepare(run, loops.get(run.loop_id), view)) for run in runs]
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
     try:
@@ -117,8 +126,11 @@ def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]
         logger.exception("delivering a batch of %d raised", len(pending))
         results = [HostError(f"Unexpected error: {exc}", transient=True)] * len(pending)
     delivered = {
-        run.run_id: (Outcome(run, delivered=True) if not isinstance(result, HostError)
-                     else _failure(run, error=str(result), transient=result.transient))
+        run.run_id: (
+            Outcome(run, delivered=True)
+            if not isinstance(result, HostError)
+            else _failure(run, error=str(result), transient=result.transient)
+        )
         for (run, _), result in zip(pending, results, strict=True)
     }
     return [delivered.get(run.run_id) or item for run, item in prepared]
@@ -131,8 +143,11 @@ def _record(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> N
     # holds on one rather than skip it, in primary-key order like every writer of runs.
     leases = {outcome.run.run_id: outcome.run.lease_until for outcome in outcomes}
     ours = {
-        run_id for run_id, lease_until in LoopRun.objects.select_for_update().filter(
-            run_id__in=list(leases), status__in=OPEN_STATUSES).order_by("run_id").values_list("run_id", "lease_until")
+        run_id
+        for run_id, lease_until in LoopRun.objects.select_for_update()
+        .filter(run_id__in=list(leases), status__in=OPEN_STATUSES)
+        .order_by("run_id")
+        .values_list("run_id", "lease_until")
         if lease_until == leases[run_id]
     }
     outcomes = [outcome for outcome in outcomes if outcome.run.run_id in ours]
@@ -150,14 +165,26 @@ def _settle(outcome: Outcome, now: datetime) -> None:
     run = outcome.run
     if outcome.retry:
         run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
-        logger.warning("loop=%s scheduled=%s outcome=retrying attempt=%d error=%r",
-                       run.loop_id, run.scheduled_at.isoformat(), run.attempt, outcome.error)
+        logger.warning(
+            "loop=%s scheduled=%s outcome=retrying attempt=%d error=%r",
+            run.loop_id,
+            run.scheduled_at.isoformat(),
+            run.attempt,
+            outcome.error,
+        )
     else:
         run.status = RunStatus.DELIVERED if outcome.delivered else RunStatus.FAILED
         run.retry_at, run.finished_at = None, now
-        logger.info("loop=%s scheduled=%s outcome=%s target=%s attempt=%d missed=%d%s",
-                    run.loop_id, run.scheduled_at.isoformat(), run.status, run.target_session_id or "-",
-                    run.attempt, run.missed, f" error={outcome.error!r}" if outcome.error else "")
+        logger.info(
+            "loop=%s scheduled=%s outcome=%s target=%s attempt=%d missed=%d%s",
+            run.loop_id,
+            run.scheduled_at.isoformat(),
+            run.status,
+            run.target_session_id or "-",
+            run.attempt,
+            run.missed,
+            f" error={outcome.error!r}" if outcome.error else "",
+        )
     run.error, run.lease_until = outcome.error, None
 
 
@@ -172,12 +199,21 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime
         # stays visible as failed. A loop deleted meanwhile is simply not updated.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
         Loop.objects.filter(loop_id__in=loop_ids).update(
-            last_run_at=now, last_result=status, last_error=error,
-            state=Case(When(kind=ScheduleKind.AFTER, then=Value(after_state)),
-                       When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)), default=F("state")))
+            last_run_at=now,
+            last_result=status,
+            last_error=error,
+            state=Case(
+                When(kind=ScheduleKind.AFTER, then=Value(after_state)),
+                When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
+                default=F("state"),
+            ),
+        )
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
-    if any(loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
-           for loop in (loops.get(outcome.run.loop_id) for outcome in finished) if loop):
+    if any(
+        loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
+        for loop in (loops.get(outcome.run.loop_id) for outcome in finished)
+        if loop
+    ):
         # Claimable again soon: a clock sleeping past that deadline must wake up.
         transaction.on_commit(notify_clocks)
 

@@ -229,8 +229,12 @@ def cron_words(expr: str) -> str | None:
         minutes = _numbers(minute, 0, 59)
         if not minutes or len(minutes) > 4:
             return None
-        if (hour.startswith("*/") and hour[2:].isdigit() and 24 % int(hour[2:]) == 0
-                and (dom, month, dow) == ("*", "*", "*")):
+        if (
+            hour.startswith("*/")
+            and hour[2:].isdigit()
+            and 24 % int(hour[2:]) == 0
+            and (dom, month, dow) == ("*", "*", "*")
+        ):
             step = int(hour[2:])
             at = ", ".join(f":{m:02d}" for m in minutes)
             return f"every {interval_words(step * 3600)} at {at}"

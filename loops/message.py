@@ -17,6 +17,7 @@ class RunRef(Protocol):
     occurrence_key: str
     scheduled_at: datetime
 
+
 # XML parsers turn a raw CR into LF; a character reference survives, so parsing the message
 # gives back the prompt byte for byte.
 _ENTITIES = {"\r": "&#13;"}

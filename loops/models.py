@@ -43,7 +43,9 @@ class Loop(models.Model):
     last_run_at = models.DateTimeField(null=True, blank=True)
     last_result = models.CharField(max_length=10, blank=True)
     last_error = models.TextField(blank=True)
-    v1_id = models.CharField(max_length=255, null=True, blank=True, unique=True, help_text="The id of an imported v1 loop.")
+    v1_id = models.CharField(
+        max_length=255, null=True, blank=True, unique=True, help_text="The id of an imported v1 loop."
+    )
 
     class Meta:
         ordering = ["next_at", "created_at"]

@@ -61,8 +61,11 @@ class Listener:
         self.reconnect_at = 0.0  # monotonic time of the next attempt
 
     def _connect(self):
-        params = {key: value for key, value in connection.get_connection_params().items()
-                  if key not in {"cursor_factory", "context"}}
+        params = {
+            key: value
+            for key, value in connection.get_connection_params().items()
+            if key not in {"cursor_factory", "context"}
+        }
         self.conn = psycopg.connect(**params, autocommit=True)
         self.conn.execute(f"LISTEN {self.channel}")
 
@@ -78,8 +81,7 @@ class Listener:
                 self.reconnect_at = now + RECONNECT_BACKOFF[min(self.failures, len(RECONNECT_BACKOFF) - 1)]
                 self.failures += 1
                 if self.failures == 1:  # one line per outage, not one per attempt
-                    logger.warning("cannot listen on %s (%s); retrying with backoff", self.channel,
-                                   str(exc).strip())
+                    logger.warning("cannot listen on %s (%s); retrying with backoff", self.channel, str(exc).strip())
             else:
                 if self.failures:
                     logger.info("listening on %s again after %d failed attempt(s)", self.channel, self.failures)

@@ -23,4 +23,4 @@ def enqueue_deliveries(run_ids: list[str]) -> None:
     """Called inside the claim transaction: the ORM broker's row commits with the claim."""
     size = DELIVERY_BATCH[settings.DSHLOOP_HOST]
     for start in range(0, len(run_ids), size):
-        async_task(DELIVER_TASK, run_ids[start:start + size], q_options={"task_name": f"deliver {run_ids[start]}"})
+        async_task(DELIVER_TASK, run_ids[start : start + size], q_options={"task_name": f"deliver {run_ids[start]}"})

@@ -88,7 +88,6 @@ class CatchUp:
     next_at: datetime | None  # next occurrence strictly after now; None: no more
 
 
-
 @functools.cache
 def _zone_names() -> frozenset[str]:
     # "localtime" and "posixrules" can appear in a TZPATH but are files, not IANA zone names.
@@ -115,8 +114,10 @@ def _invalid_cron(message: str) -> ScheduleError:
 _FIELD_NAMES = _FIELDS.split()
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_VALUE_NAMES = {"month": {name: i + 1 for i, name in enumerate(_MONTHS)},
-                "day-of-week": {name: i for i, name in enumerate(_WEEKDAYS)}}
+_VALUE_NAMES = {
+    "month": {name: i + 1 for i, name in enumerate(_MONTHS)},
+    "day-of-week": {name: i for i, name in enumerate(_WEEKDAYS)},
+}
 
 
 def _field_value(field: str, text: str) -> int | None:
@@ -193,7 +194,6 @@ def validate_cron(expr: str, tz: str | None, *, host_tz: str, now: datetime) -> 
     return cron
 
 
-
 def _utc(name: str, value: datetime) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{name} must be an aware datetime, got naive {value!r}")
@@ -226,8 +226,9 @@ def _first_instant(wall: datetime, zone: zoneinfo.ZoneInfo) -> datetime | None:
     return instant if round_trip == wall else None
 
 
-def _cron_scan(expr: str, zone: zoneinfo.ZoneInfo, start_wall: datetime, *, backwards: bool,
-               keep: Callable[[datetime], bool]) -> Iterator[datetime]:
+def _cron_scan(
+    expr: str, zone: zoneinfo.ZoneInfo, start_wall: datetime, *, backwards: bool, keep: Callable[[datetime], bool]
+) -> Iterator[datetime]:
     walls = croniter(expr, start_wall)
     skipped = 0
     while skipped < MAX_SKIPPED_CANDIDATES:
@@ -292,7 +293,6 @@ def upcoming(schedule: Schedule, *, created_at: datetime, start: datetime, count
     # Occurrences are whole microseconds, so "> start - 1µs" is ">= start".
     after = start - _MICROSECOND
     return list(islice(_occurrences_after(schedule, created, after, host_tz), count))
-
 
 
 def _cron_latest(cron: Cron, now: datetime, host_tz: str) -> datetime | None:

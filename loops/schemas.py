@@ -29,8 +29,10 @@ _NOT_IN_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 def _deliverable(value: str) -> str:
     if found := _NOT_IN_XML.search(value):
-        raise ValueError(f"'prompt' contains U+{ord(found.group()):04X}, a character the delivered message (XML) "
-                         "cannot carry; remove it.")
+        raise ValueError(
+            f"'prompt' contains U+{ord(found.group()):04X}, a character the delivered message (XML) "
+            "cannot carry; remove it."
+        )
     return value
 
 
@@ -45,10 +47,12 @@ Prompt = Annotated[
     text(MAX_PROMPT_CHARS),
     AfterValidator(_trimmed_non_empty),
     AfterValidator(_deliverable),
-    Field(description="What to send; trimmed, non-empty, at most 100,000 characters, no control characters "
-                      "but tab and line breaks.",
-          # Documents _deliverable for schema readers (agents, fuzzers); the validator gives the message.
-          json_schema_extra={"pattern": "^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]*$"}),
+    Field(
+        description="What to send; trimmed, non-empty, at most 100,000 characters, no control characters "
+        "but tab and line breaks.",
+        # Documents _deliverable for schema readers (agents, fuzzers); the validator gives the message.
+        json_schema_extra={"pattern": "^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]*$"},
+    ),
 ]
 
 
@@ -93,16 +97,20 @@ ScheduleIn = Annotated[EverySchedule | AfterSchedule | CronSchedule, Field(discr
 class LoopCreateIn(StrictModel):
     prompt: Prompt
     schedule: ScheduleIn | None = Field(None, description="Required unless the deprecated time_in_seconds is used.")
-    session_id: Annotated[
-        Identifier,
-        Field(description='Omit for the calling session; "self" for the global interface; "new" for a fresh '
-                          "session per occurrence; or an existing session ID."),
-    ] | None = None
+    session_id: (
+        Annotated[
+            Identifier,
+            Field(
+                description='Omit for the calling session; "self" for the global interface; "new" for a fresh '
+                "session per occurrence; or an existing session ID."
+            ),
+        ]
+        | None
+    ) = None
     preset: Annotated[Identifier, Field(description='Only with session_id "new": the preset to mount.')] | None = None
     time_in_seconds: Seconds | None = Field(
         None, deprecated=True, description="Deprecated v1 alias for schedule {kind: every, every_seconds}."
     )
-
 
     @property
     def v1_interval(self) -> int | None:
@@ -113,20 +121,25 @@ class LoopCreateIn(StrictModel):
         """The schedule this input asks for: `schedule`, or the deprecated v1 `time_in_seconds`
         (spec §10) standing for an `every` schedule; one of the two, never both."""
         if self.schedule is not None and self.v1_interval is not None:
-            raise InvalidInput("Give either 'schedule' or the deprecated 'time_in_seconds', not both.",
-                               field="time_in_seconds")
+            raise InvalidInput(
+                "Give either 'schedule' or the deprecated 'time_in_seconds', not both.", field="time_in_seconds"
+            )
         if self.schedule is None and self.v1_interval is None:
-            raise InvalidInput("'schedule' is required, e.g. {\"kind\": \"every\", \"every_seconds\": 600}.",
-                               field="schedule")
+            raise InvalidInput(
+                '\'schedule\' is required, e.g. {"kind": "every", "every_seconds": 600}.', field="schedule"
+            )
         if self.v1_interval is not None:
             return schedules.Every(self.v1_interval)
         return self.schedule.to_schedule(host_tz=host_tz, now=now)
 
 
 class LoopListIn(StrictModel):
-    session_id: Annotated[
-        Identifier, Field(description='Omit for the calling session; "global" for every loop; or a session ID.')
-    ] | None = None
+    session_id: (
+        Annotated[
+            Identifier, Field(description='Omit for the calling session; "global" for every loop; or a session ID.')
+        ]
+        | None
+    ) = None
 
 
 class LoopDeleteIn(StrictModel):

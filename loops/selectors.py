@@ -41,7 +41,7 @@ def loop_list(*, scope: str) -> QuerySet[Loop]:
     if scope in {ReservedTarget.SELF, ReservedTarget.NEW}:
         raise InvalidInput(
             f"'{scope}' is a loop_create target, not a list scope; use {{}} for your session, "
-            "\"global\" for all loops, or a session ID.",
+            '"global" for all loops, or a session ID.',
             field="session_id",
         )
     return loops_targeting(scope)
@@ -70,14 +70,16 @@ def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
     times = []
     if start <= now:
         # Overdue: the clock will deliver one catch-up occurrence now (spec §3 anti-burst).
-        catch_up = schedules.catch_up(loop.schedule, created_at=loop.created_at, due_at=start, now=now,
-                                      host_tz=settings.TIME_ZONE)
+        catch_up = schedules.catch_up(
+            loop.schedule, created_at=loop.created_at, due_at=start, now=now, host_tz=settings.TIME_ZONE
+        )
         times.append(catch_up.deliver_at)
         if catch_up.next_at is None or count == 1:
             return times
         start = catch_up.next_at
-    return times + schedules.upcoming(loop.schedule, created_at=loop.created_at, start=start,
-                                      count=count - len(times), host_tz=settings.TIME_ZONE)
+    return times + schedules.upcoming(
+        loop.schedule, created_at=loop.created_at, start=start, count=count - len(times), host_tz=settings.TIME_ZONE
+    )
 
 
 def active_loops_in_quota(*, target: str, created_by: str | None) -> int:

@@ -34,23 +34,30 @@ def check_target(*, target: str, preset: str | None) -> None:
     only one that can be mounted (spec §2.1, §9). Raises the contract's error."""
     host = get_host()
     if target == ReservedTarget.GLOBAL:
-        raise InvalidInput("'global' is a loop_list selector, not a target; use \"self\" for the global "
-                           "interface session.", field="session_id")
+        raise InvalidInput(
+            "'global' is a loop_list selector, not a target; use \"self\" for the global interface session.",
+            field="session_id",
+        )
     if preset is not None:
         if target != ReservedTarget.NEW:
-            raise InvalidInput("'preset' is only accepted with session_id \"new\": presets are mounted when a "
-                               "session starts.", field="preset")
+            raise InvalidInput(
+                "'preset' is only accepted with session_id \"new\": presets are mounted when a session starts.",
+                field="preset",
+            )
         found = host.get_preset(preset)
         if found is None or not found.mountable:
             reason = "does not exist" if found is None else "cannot be mounted on a new session"
             raise UnknownPreset(f"Preset {preset!r} {reason}.", field="preset")
     if target == ReservedTarget.SELF:
         if host.global_session() is None:
-            raise TargetUnavailable("The global interface session is unavailable, so \"self\" cannot be "
-                                    "targeted; pick another session.", field="session_id")
+            raise TargetUnavailable(
+                'The global interface session is unavailable, so "self" cannot be targeted; pick another session.',
+                field="session_id",
+            )
     elif target != ReservedTarget.NEW and host.get_session(target) is None:
-        raise UnknownSession(f"The host knows no session {target!r}; list_sessions shows the ones it knows.",
-                             field="session_id")
+        raise UnknownSession(
+            f"The host knows no session {target!r}; list_sessions shows the ones it knows.", field="session_id"
+        )
 
 
 def default_creator() -> str:
@@ -72,13 +79,17 @@ def check_loop_quota(*, target: str, creator: str | None) -> None:
     count = active_loops_in_quota(target=target, created_by=creator)
     if count < limit:
         return
-    advice = (f"DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION allows at most {limit}; delete some (loop_delete) or "
-              "have an operator raise that setting.")
+    advice = (
+        f"DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION allows at most {limit}; delete some (loop_delete) or "
+        "have an operator raise that setting."
+    )
     if target not in {ReservedTarget.NEW, ReservedTarget.SELF}:
         raise QuotaExceeded(f"Session {target!r} already has {count} active loops and {advice}")
     by = f"Session {creator!r} has" if creator else "Callers with no session (the panel with no global interface) have"
-    raise QuotaExceeded(f"{by} already created {count} active loops targeting \"new\" or \"self\" (counted "
-                        f"together per creator) and {advice}")
+    raise QuotaExceeded(
+        f'{by} already created {count} active loops targeting "new" or "self" (counted '
+        f"together per creator) and {advice}"
+    )
 
 
 def lock_quota_count(*, target: str, creator: str | None) -> None:
@@ -93,8 +104,15 @@ def lock_quota_count(*, target: str, creator: str | None) -> None:
 
 
 def loop_create(
-    *, prompt: str, schedule: schedules.Schedule, target: str, preset: str | None, created_by: str,
-    created_at: datetime, v1_id: str | None = None, now: datetime | None = None,
+    *,
+    prompt: str,
+    schedule: schedules.Schedule,
+    target: str,
+    preset: str | None,
+    created_by: str,
+    created_at: datetime,
+    v1_id: str | None = None,
+    now: datetime | None = None,
 ) -> Loop:
     """The one place a loop is made (the tools, the panel and the v1 import call it).
 
@@ -116,8 +134,9 @@ def loop_create(
         preset=preset or "",
         created_by_session_id=created_by,
         created_at=created_at,
-        next_at=schedules.next_due(schedule, created_at=created_at, now=max(now or created_at, created_at),
-                                   host_tz=settings.TIME_ZONE),
+        next_at=schedules.next_due(
+            schedule, created_at=created_at, now=max(now or created_at, created_at), host_tz=settings.TIME_ZONE
+        ),
         state=LoopState.SCHEDULED,
         v1_id=v1_id,
     )

@@ -143,8 +143,10 @@ def _validate(record: object, *, now: datetime) -> tuple[V1Record | None, str]:
         return None, reason
     problems = []
     if parsed.created_at is not None and parsed.created_at > to_ms(now):
-        problems.append(f"'created_at' ({parsed.created_at}) is in the future (now is {to_ms(now)}); "
-                        "it must be the epoch milliseconds when the v1 loop was created.")
+        problems.append(
+            f"'created_at' ({parsed.created_at}) is in the future (now is {to_ms(now)}); "
+            "it must be the epoch milliseconds when the v1 loop was created."
+        )
     if get_host().get_session(parsed.session_id) is None:
         problems.append(f"the host knows no session {parsed.session_id!r} (list_sessions shows the ones it knows).")
     if problems:
@@ -216,9 +218,14 @@ def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[Rec
             # quota holds here too (issue 12); the import is idempotent, so after raising the
             # setting, importing again adds the rest.
             loop = services.loop_create(
-                prompt=parsed.prompt, schedule=schedules.Every(parsed.time_in_seconds), target=parsed.session_id,
-                preset=None, created_by=parsed.session_id,
-                created_at=now if parsed.created_at is None else from_ms(parsed.created_at), v1_id=parsed.id, now=now,
+                prompt=parsed.prompt,
+                schedule=schedules.Every(parsed.time_in_seconds),
+                target=parsed.session_id,
+                preset=None,
+                created_by=parsed.session_id,
+                created_at=now if parsed.created_at is None else from_ms(parsed.created_at),
+                v1_id=parsed.id,
+                now=now,
             )
         except ApiError as exc:  # e.g. quota_exceeded
             yield RecordResult(index, label, "invalid", reason=exc.message)
@@ -231,6 +238,13 @@ def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[Rec
             yield _present(index, label, Loop.objects.filter(v1_id=parsed.id).first(), record)
             continue
         planned.add(parsed.id)
-        yield RecordResult(index, label, "imported", loop_id=None if dry_run else loop.loop_id,
-                           every_seconds=loop.every_seconds, session_id=loop.session_id, next_at=loop.next_at,
-                           due_now=loop.next_at is not None and loop.next_at <= now)
+        yield RecordResult(
+            index,
+            label,
+            "imported",
+            loop_id=None if dry_run else loop.loop_id,
+            every_seconds=loop.every_seconds,
+            session_id=loop.session_id,
+            next_at=loop.next_at,
+            due_now=loop.next_at is not None and loop.next_at <= now,
+        )

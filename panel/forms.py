@@ -74,24 +74,32 @@ class LoopCreateForm(forms.Form):
     session = forms.CharField(required=False, widget=forms.Select, label="Existing session")
     preset = forms.CharField(required=False, widget=forms.Select, label="Preset")
     kind = forms.ChoiceField(choices=KINDS, initial="every", widget=forms.RadioSelect, label="Schedule")
-    every_amount = forms.IntegerField(required=False, initial=10, label="Every",
-                                      widget=forms.NumberInput(attrs={"inputmode": "numeric"}))
-    every_unit = forms.TypedChoiceField(choices=UNITS, coerce=int, initial="60", label="Unit", required=False,
-                                        empty_value=60)
-    after_amount = forms.IntegerField(required=False, initial=30, label="After",
-                                      widget=forms.NumberInput(attrs={"inputmode": "numeric"}))
-    after_unit = forms.TypedChoiceField(choices=UNITS, coerce=int, initial="60", label="Unit", required=False,
-                                        empty_value=60)
+    every_amount = forms.IntegerField(
+        required=False, initial=10, label="Every", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
+    )
+    every_unit = forms.TypedChoiceField(
+        choices=UNITS, coerce=int, initial="60", label="Unit", required=False, empty_value=60
+    )
+    after_amount = forms.IntegerField(
+        required=False, initial=30, label="After", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
+    )
+    after_unit = forms.TypedChoiceField(
+        choices=UNITS, coerce=int, initial="60", label="Unit", required=False, empty_value=60
+    )
     cron_expr = forms.CharField(
-        required=False, label="Cron expression", strip=False,
-        widget=forms.TextInput(attrs={"placeholder": "30 9 * * 1-5", "spellcheck": "false",
-                                      "autocapitalize": "off", "autocomplete": "off"}),
+        required=False,
+        label="Cron expression",
+        strip=False,
+        widget=forms.TextInput(
+            attrs={"placeholder": "30 9 * * 1-5", "spellcheck": "false", "autocapitalize": "off", "autocomplete": "off"}
+        ),
         help_text="minute hour day-of-month month day-of-week, or @hourly, @daily, @weekly, @monthly, @yearly",
     )
     tz = forms.CharField(required=False, label="Time zone", widget=forms.Select)
 
-    def __init__(self, *args, sessions, current_session: str = "", global_session=None, presets=(),
-                 undecodable=(), **kwargs):
+    def __init__(
+        self, *args, sessions, current_session: str = "", global_session=None, presets=(), undecodable=(), **kwargs
+    ):
         """undecodable: the names of the submitted fields that were not valid UTF-8 (panel.utf8)."""
         super().__init__(*args, **kwargs)
         self.current_session = current_session
@@ -109,8 +117,11 @@ class LoopCreateForm(forms.Form):
             # Shown greyed out, not hidden: spec §8.2 lists it, and the page says why it is off. A post
             # that chooses it anyway gets the service's target_unavailable message.
             self.fields["target"].widget.unavailable = {"self"}
-        targets += [("self", global_label), ("new", "A fresh session for every run (new)"),
-                    ("session", "An existing session")]
+        targets += [
+            ("self", global_label),
+            ("new", "A fresh session for every run (new)"),
+            ("session", "An existing session"),
+        ]
         self.fields["target"].choices = targets
         self.fields["target"].initial = "current" if current_session else "self" if global_session else "new"
         self.fields["session"].widget.choices = [("", "Choose a session…")] + [
@@ -170,8 +181,14 @@ class LoopCreateForm(forms.Form):
             schedule = data.to_schedule(host_tz=settings.TIME_ZONE, now=now)
             # contract §2: a loop created from the panel records the global interface session as its
             # creator (none when there is none, issue 12).
-            return services.loop_create(prompt=data.prompt, schedule=schedule, target=data.session_id, preset=data.preset,
-                                        created_by=services.default_creator(), created_at=now)
+            return services.loop_create(
+                prompt=data.prompt,
+                schedule=schedule,
+                target=data.session_id,
+                preset=data.preset,
+                created_by=services.default_creator(),
+                created_at=now,
+            )
         except ValidationError as exc:
             error = invalid_input_from(exc.errors())
         except ApiError as exc:

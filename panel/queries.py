@@ -100,13 +100,20 @@ def session_titles(session_ids) -> dict[str, str | None]:
     ids = {sid for sid in session_ids if sid and sid not in {"self", "new"}}
     if not ids:
         return {}
-    return {header.session_id: session_info(header).title for header in SessionHeader.objects.filter(session_id__in=ids)}
+    return {
+        header.session_id: session_info(header).title for header in SessionHeader.objects.filter(session_id__in=ids)
+    }
 
 
 def loop_target_sessions(limit: int = 200) -> list[str]:
     """Actual sessions that loops target, for the target filter (one query, distinct in the database)."""
-    ids = (Loop.objects.exclude(session_id__in=["self", "new"]).exclude(state=LoopState.COMPLETED)
-           .order_by("session_id").values_list("session_id", flat=True).distinct()[:limit])
+    ids = (
+        Loop.objects.exclude(session_id__in=["self", "new"])
+        .exclude(state=LoopState.COMPLETED)
+        .order_by("session_id")
+        .values_list("session_id", flat=True)
+        .distinct()[:limit]
+    )
     return list(ids)
 
 

@@ -54,8 +54,12 @@ class LoopRow:
 def when(moment: datetime | None, zone_name: str, now: datetime) -> When | None:
     if moment is None:
         return None
-    return When(moment, humanize.local_time(moment, zone_name, now=now), humanize.full_local_time(moment, zone_name),
-                iso(moment))
+    return When(
+        moment,
+        humanize.local_time(moment, zone_name, now=now),
+        humanize.full_local_time(moment, zone_name),
+        iso(moment),
+    )
 
 
 def target_of(loop_session_id: str, preset: str, *, titles: dict, global_title: str | None) -> Target:

@@ -53,5 +53,8 @@ def undecodable_form(request) -> list[str]:
     # multipart/form-data: Django's parser has already put U+FFFD for undecodable bytes and the raw
     # body is gone (the CSRF check reads the form first), so a U+FFFD is taken for one. A person's
     # browser sends the panel's forms url-encoded; only a hand-made multipart post can meet this.
-    return [name for name, values in request.POST.lists()
-            if REPLACEMENT in name or any(REPLACEMENT in value for value in values)]
+    return [
+        name
+        for name, values in request.POST.lists()
+        if REPLACEMENT in name or any(REPLACEMENT in value for value in values)
+    ]

@@ -129,12 +129,17 @@ def create(request):
         form = LoopCreateForm(request.POST, undecodable=utf8.undecodable_form(request), **options)
         loop = form.save() if form.is_valid() else None
         if loop is not None:
-            row = loop_row(loop, now=now, titles=queries.session_titles([loop.session_id]),
-                           global_title=_global_title(global_session))
+            row = loop_row(
+                loop,
+                now=now,
+                titles=queries.session_titles([loop.session_id]),
+                global_title=_global_title(global_session),
+            )
             next_text = f"next run {row.next_run.local}" if row.next_run else "no next run"
             messages.success(request, f"Created {loop.loop_id} — {row.schedule}, {next_text}.")
-            return redirect(reverse("panel:index") + _query({"session": current, "created": loop.loop_id})
-                            + f"#{loop.loop_id}")
+            return redirect(
+                reverse("panel:index") + _query({"session": current, "created": loop.loop_id}) + f"#{loop.loop_id}"
+            )
     else:
         form = LoopCreateForm(**options)
     context = {
@@ -171,8 +176,10 @@ def detail(request, loop_id: str):
         titles = queries.session_titles([loop.session_id, loop.created_by_session_id])
         row = loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session))
         # contract §4: the same code path as the scheduler, so DST shows here before it happens.
-        upcoming = [{"when": when(moment, zone_name, now), "countdown": humanize.countdown(moment, now)}
-                    for moment in fire_times(loop, now=now, count=UPCOMING)]
+        upcoming = [
+            {"when": when(moment, zone_name, now), "countdown": humanize.countdown(moment, now)}
+            for moment in fire_times(loop, now=now, count=UPCOMING)
+        ]
         creator = titles.get(loop.created_by_session_id)
     else:
         creator = None
@@ -186,8 +193,12 @@ def detail(request, loop_id: str):
         "created": when(loop.created_at, zone_name, now) if loop else None,
         "upcoming": upcoming,
         "runs": [
-            {"run": run, "scheduled": when(run.scheduled_at, zone_name, now),
-             "finished": when(run.finished_at, zone_name, now), "prompt": preview(run.prompt, 80)}
+            {
+                "run": run,
+                "scheduled": when(run.scheduled_at, zone_name, now),
+                "finished": when(run.finished_at, zone_name, now),
+                "prompt": preview(run.prompt, 80),
+            }
             for run in runs
         ],
         "zone": zone_name,
@@ -197,8 +208,9 @@ def detail(request, loop_id: str):
 
 def _safe_next(request, fallback: str) -> str:
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                   require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return fallback
 
@@ -261,10 +273,14 @@ def session_status(request, session_id: str):
         "nearest": when(status.nearest, nearest_zone, now),
         "nearest_countdown": humanize.countdown(status.nearest, now),
         "items": [
-            {"loop_id": loop.loop_id, "preview": preview(loop.prompt, 60), "state": loop_state(loop, now),
-             "countdown": humanize.countdown(loop.next_at, now),
-             "next_run": when(loop.next_at, loop_zone(loop), now),
-             "schedule": humanize.schedule_words(loop, now=now, host_tz=settings.TIME_ZONE)[0]}
+            {
+                "loop_id": loop.loop_id,
+                "preview": preview(loop.prompt, 60),
+                "state": loop_state(loop, now),
+                "countdown": humanize.countdown(loop.next_at, now),
+                "next_run": when(loop.next_at, loop_zone(loop), now),
+                "schedule": humanize.schedule_words(loop, now=now, host_tz=settings.TIME_ZONE)[0],
+            }
             for loop in status.loops
         ],
         "panel_url": reverse("panel:index") + _query({"session": session_id}),

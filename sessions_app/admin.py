@@ -70,8 +70,10 @@ class SessionHeaderAdmin(admin.ModelAdmin):
     @admin.display(description="Title")
     def title(self, obj):
         # spec §7 fold; without a title the ID is what people see.
-        return fold_title(user_title=obj.user_title, generated_title=obj.generated_title,
-                          first_prompt=obj.first_prompt) or "—"
+        return (
+            fold_title(user_title=obj.user_title, generated_title=obj.generated_title, first_prompt=obj.first_prompt)
+            or "—"
+        )
 
     @admin.display(description="Loops")
     def loops(self, obj):

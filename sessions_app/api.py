@@ -28,15 +28,21 @@ from .selectors import session_info
 
 host_router = Router(auth=host_auth, tags=["host"])
 
+
 def host_session_out(session: SessionInfo) -> dict:
-    return {**session_view(session), "preset": session.preset or None, "model": session.model or None,
-            "global_interface": session.global_interface}
+    return {
+        **session_view(session),
+        "preset": session.preset or None,
+        "model": session.model or None,
+        "global_interface": session.global_interface,
+    }
 
 
 @host_router.put("/sessions/{session_id}", response=answers(HostSessionOut), exclude_none=True)
 def host_session_put(request, session_id: str, payload: HostSessionIn):
     header = services.session_upsert(
-        session_id=check_identifier(session_id, field="session_id", kind=SessionId), changes=payload.model_dump(exclude_unset=True, exclude_none=True)
+        session_id=check_identifier(session_id, field="session_id", kind=SessionId),
+        changes=payload.model_dump(exclude_unset=True, exclude_none=True),
     )
     return host_session_out(session_info(header))
 
@@ -63,8 +69,16 @@ def inbox_messages(session_id: str) -> QuerySet[InboxMessage]:
 def host_inbox(request, session_id: str):
     if get_host().get_session(session_id) is None:
         raise NotFound(f"No session {session_id!r}.")
-    return {"messages": [
-        {"message_id": m.message_id, "text": m.text, "wakeup": m.wakeup, "delivery": m.delivery,
-         "source": m.source, "created_at": to_ms(m.created_at)}
-        for m in inbox_messages(session_id)
-    ]}
+    return {
+        "messages": [
+            {
+                "message_id": m.message_id,
+                "text": m.text,
+                "wakeup": m.wakeup,
+                "delivery": m.delivery,
+                "source": m.source,
+                "created_at": to_ms(m.created_at),
+            }
+            for m in inbox_messages(session_id)
+        ]
+    }

@@ -8,6 +8,10 @@ from .records import SessionInfo
 
 
 def session_view(session: SessionInfo) -> dict:
-    view = {"session_id": session.session_id, "title": session.title, "status": session.status,
-            "updated_at": iso(session.updated_at)}
+    view = {
+        "session_id": session.session_id,
+        "title": session.title,
+        "status": session.status,
+        "updated_at": iso(session.updated_at),
+    }
     return {key: value for key, value in view.items() if value is not None}

@@ -63,7 +63,9 @@ def session_headers_cache(*, headers: list[SessionHeader]) -> None:
             newest[header.session_id] = header
     if newest:
         SessionHeader.objects.bulk_create(
-            list(newest.values()), update_conflicts=True, unique_fields=["session_id"],
+            list(newest.values()),
+            update_conflicts=True,
+            unique_fields=["session_id"],
             update_fields=list(_HOST_HEADER_FIELDS),
         )
 
@@ -93,8 +95,13 @@ def session_create_for(
     try:
         with transaction.atomic():
             return SessionHeader.objects.create(
-                session_id=new_session_id(), created_for=occurrence_key, status=SessionStatus.IDLE,
-                updated_at=now, preset=preset, model=model, first_prompt=first_prompt,
+                session_id=new_session_id(),
+                created_for=occurrence_key,
+                status=SessionStatus.IDLE,
+                updated_at=now,
+                preset=preset,
+                model=model,
+                first_prompt=first_prompt,
             )
     except IntegrityError:  # another worker made it first
         return SessionHeader.objects.get(created_for=occurrence_key)
@@ -107,10 +114,15 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
     """Insert many messages (session_id, text, source, occurrence_key, delivery) at once; an
     occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order."""
     now = truncate_to_ms(now or timezone.now())
-    insert_rows(InboxMessage, _INBOX_COLUMNS, [
-        ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now)
-        for session_id, text, source, key, delivery in messages
-    ], skip_conflicts=True)
+    insert_rows(
+        InboxMessage,
+        _INBOX_COLUMNS,
+        [
+            ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now)
+            for session_id, text, source, key, delivery in messages
+        ],
+        skip_conflicts=True,
+    )
     # Those that were already there keep their first message.
     keys = [key for _, _, _, key, _ in messages]
     message_ids = dict(InboxMessage.objects.filter(occurrence_key__in=keys).values_list("occurrence_key", "message_id"))

@@ -39,15 +39,27 @@ def after(seconds: int = 10) -> dict:
     return {"kind": "after", "after_seconds": seconds}
 
 
-def create_loop(schedule: dict, *, target: str, prompt: str = "Check the deploy", preset: str | None = None,
-                created_by: str | None = None, at: datetime | None = None) -> Loop:
+def create_loop(
+    schedule: dict,
+    *,
+    target: str,
+    prompt: str = "Check the deploy",
+    preset: str | None = None,
+    created_by: str | None = None,
+    at: datetime | None = None,
+) -> Loop:
     """A loop made through services.loop_create, as the tools and the panel make them; `schedule`
     as the tools take it, `created_by` defaulting to what a caller-less create records."""
     now = truncate_to_ms(at or timezone.now())
     domain = TypeAdapter(ScheduleIn).validate_python(schedule).to_schedule(host_tz=django_settings.TIME_ZONE, now=now)
-    return services.loop_create(prompt=prompt, schedule=domain, target=target, preset=preset,
-                                created_by=services.default_creator() if created_by is None else created_by,
-                                created_at=now)
+    return services.loop_create(
+        prompt=prompt,
+        schedule=domain,
+        target=target,
+        preset=preset,
+        created_by=services.default_creator() if created_by is None else created_by,
+        created_at=now,
+    )
 
 
 def pytest_report_header(config):
@@ -103,12 +115,12 @@ class ApiClient:
 
     def post(self, path: str, body=None, *, raw: bytes | str | None = None, session_id: str | None = None):
         data = raw if raw is not None else json.dumps(body if body is not None else {})
-        return self.client.post(path, data=data, content_type="application/json",
-                                headers=self.headers(session_id))
+        return self.client.post(path, data=data, content_type="application/json", headers=self.headers(session_id))
 
     def put(self, path: str, body=None):
-        return self.client.put(path, data=json.dumps(body or {}), content_type="application/json",
-                               headers=self.headers())
+        return self.client.put(
+            path, data=json.dumps(body or {}), content_type="application/json", headers=self.headers()
+        )
 
     def get(self, path: str, **params):
         return self.client.get(path, params, headers=self.headers())

@@ -75,13 +75,27 @@ class PgCluster:
             command = ["runuser", "-u", SERVER_USER, "--", *command]
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=self.root)
         if result.returncode != 0:
-            raise RuntimeError(f"{tool} {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n"
-                               f"{result.stderr}\n{self.log_tail()}")
+            raise RuntimeError(
+                f"{tool} {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n"
+                f"{result.stderr}\n{self.log_tail()}"
+            )
         return result
 
     def init(self) -> PgCluster:
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                  "--locale=C", "--no-sync", "--no-instructions")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+            "--no-instructions",
+        )
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(
                 f"port = {self.port}\n"

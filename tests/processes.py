@@ -32,7 +32,10 @@ class Scheduler:
         self.log_path = log_dir / f"runloops-{index}-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            [sys.executable, str(MANAGE), "runloops"], stdout=self.log, stderr=subprocess.STDOUT, env=env,
+            [sys.executable, str(MANAGE), "runloops"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,  # its own process group: a kill -9 of the group leaves nothing behind
         )
 
@@ -74,9 +77,14 @@ class Schedulers:
         self.log_dir = log_dir
         # The test's own secret key: settings refuse PostgreSQL without one, and processes that share
         # a database must share it.
-        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings",
-                    "DATABASE_URL": database_url or test_database_url(), "DJANGO_SECRET_KEY": settings.SECRET_KEY,
-                    "PYTHONUNBUFFERED": "1", **extra_env}
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "dshloop.settings",
+            "DATABASE_URL": database_url or test_database_url(),
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+            "PYTHONUNBUFFERED": "1",
+            **extra_env,
+        }
         self.started: list[Scheduler] = []
 
     def start(self, count: int = 1) -> list[Scheduler]:
@@ -91,8 +99,11 @@ class Schedulers:
 
         started = self.start(count)
         for scheduler in started:
-            wait_for(lambda: SchedulerHeartbeat.objects.filter(pid=scheduler.pid).exists() or not scheduler.running(),
-                     timeout=60, message=f"scheduler {scheduler.pid} to tick")
+            wait_for(
+                lambda: SchedulerHeartbeat.objects.filter(pid=scheduler.pid).exists() or not scheduler.running(),
+                timeout=60,
+                message=f"scheduler {scheduler.pid} to tick",
+            )
             assert scheduler.running(), scheduler.output()[-3000:]
         return started
 

@@ -116,8 +116,11 @@ class RefHost:
         if match := re.fullmatch(r"/presets/([^/]+)", path):
             with self.lock:
                 mountable = self.presets.get(unquote(match[1]))
-            return (404, {"error": "unknown preset"}) if mountable is None else (
-                200, {"name": unquote(match[1]), "mountable": mountable})
+            return (
+                (404, {"error": "unknown preset"})
+                if mountable is None
+                else (200, {"name": unquote(match[1]), "mountable": mountable})
+            )
         if method == "POST" and path == "/sessions":
             return self._create(body or {}, headers.get("Idempotency-Key"))
         if match := re.fullmatch(r"/sessions/([^/]+)(/resume|/inbox)?", path):
@@ -142,9 +145,14 @@ class RefHost:
             if key and key in self.sessions_by_key:
                 return 200, {"session_id": self.sessions_by_key[key]}
             session_id = "ses_" + secrets.token_hex(6)
-            self.sessions[session_id] = {"session_id": session_id, "status": "idle", "preset": body.get("preset", ""),
-                                         "model": body.get("model", ""), "first_prompt": body.get("first_prompt", ""),
-                                         "updated_at": _now_iso()}
+            self.sessions[session_id] = {
+                "session_id": session_id,
+                "status": "idle",
+                "preset": body.get("preset", ""),
+                "model": body.get("model", ""),
+                "first_prompt": body.get("first_prompt", ""),
+                "updated_at": _now_iso(),
+            }
             if key:
                 self.sessions_by_key[key] = session_id
             return 201, {"session_id": session_id}
@@ -156,10 +164,15 @@ class RefHost:
             if key in self.messages_by_key:
                 message = self.messages_by_key[key]
                 return 200, {"message_id": message["message_id"], "delivery": message["delivery"]}
-            message = {"message_id": "msg_" + secrets.token_hex(6), "text": body["text"], "source": body.get("source"),
-                       "occurrence_key": key, "session_id": session["session_id"],
-                       "delivery": "next_step" if session["status"] == "running" else "next_turn",
-                       "created_at": _now_iso()}
+            message = {
+                "message_id": "msg_" + secrets.token_hex(6),
+                "text": body["text"],
+                "source": body.get("source"),
+                "occurrence_key": key,
+                "session_id": session["session_id"],
+                "delivery": "next_step" if session["status"] == "running" else "next_turn",
+                "created_at": _now_iso(),
+            }
             self.messages_by_key[key] = message
             self.new_message_keys[key] += 1
             self.inbox.setdefault(session["session_id"], []).append(message)

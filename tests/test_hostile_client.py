@@ -59,8 +59,15 @@ class Answer:
         return body["error"]
 
 
-def send(server: HttpServer, method: str, path: str, *, body: bytes | Iterable[bytes] | None = None,
-         headers: Iterable[tuple[str, str | bytes]] = (), token: str | None = None) -> Answer:
+def send(
+    server: HttpServer,
+    method: str,
+    path: str,
+    *,
+    body: bytes | Iterable[bytes] | None = None,
+    headers: Iterable[tuple[str, str | bytes]] = (),
+    token: str | None = None,
+) -> Answer:
     """One request, byte for byte: header values given as bytes go out unchanged (http.client
     would encode a str as Latin-1), a body given as an iterable goes out chunked."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
@@ -91,20 +98,32 @@ def send(server: HttpServer, method: str, path: str, *, body: bytes | Iterable[b
 
 
 def pieces(raw: bytes, size: int = 7) -> Iterable[bytes]:
-    return (raw[i:i + size] for i in range(0, len(raw), size))
+    return (raw[i : i + size] for i in range(0, len(raw), size))
 
 
 def tool(server, token, name: str, payload: dict, *, caller: bytes | list[bytes] | None = None, chunked=False):
     callers = [] if caller is None else caller if isinstance(caller, list) else [caller]
     raw = json.dumps(payload).encode()
-    return send(server, "POST", f"/api/tools/{name}", body=pieces(raw) if chunked else raw, token=token,
-                headers=[(CALLER, value) for value in callers])
+    return send(
+        server,
+        "POST",
+        f"/api/tools/{name}",
+        body=pieces(raw) if chunked else raw,
+        token=token,
+        headers=[(CALLER, value) for value in callers],
+    )
 
 
 def mcp_call(server, token, name: str, arguments: dict, *, callers: list[bytes] = ()) -> Answer:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
-    return send(server, "POST", "/mcp", body=json.dumps(message).encode(), token=token,
-                headers=[MCP_ACCEPT, *[(CALLER, value) for value in callers]])
+    return send(
+        server,
+        "POST",
+        "/mcp",
+        body=json.dumps(message).encode(),
+        token=token,
+        headers=[MCP_ACCEPT, *[(CALLER, value) for value in callers]],
+    )
 
 
 def mcp_tool_error(answer: Answer) -> dict:
@@ -115,6 +134,7 @@ def mcp_tool_error(answer: Answer) -> dict:
 
 
 # --- chunked bodies -------------------------------------------------------------------------------
+
 
 def test_a_chunked_body_is_read(server, token):
     session_upsert(session_id="ses_caller", changes={"status": "idle"})
@@ -141,6 +161,7 @@ def test_a_body_over_the_limit_is_413_too_large(server, token):
 
 
 # --- the caller header ----------------------------------------------------------------------------
+
 
 def test_a_utf8_caller_header_names_its_session(server, token):
     session_upsert(session_id="ses_é", changes={"status": "idle"})
@@ -199,6 +220,7 @@ def test_mcp_refuses_the_caller_header_as_the_rest_api_does(server, token, calle
 
 # --- path IDs -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("raw_id", ["%FF", "%FE", "ses_%C3", "%ED%A0%80"])
 def test_a_path_id_that_is_not_utf8_is_422(server, token, raw_id):
     answer = send(server, "PUT", f"/api/host/sessions/{raw_id}", body=b"{}", token=token)
@@ -215,6 +237,7 @@ def test_a_valid_utf8_path_id_still_works(server, token):
 
 # --- /mcp -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
 def test_mcp_answers_only_post_and_never_opens_a_stream(server, token, method):
     # Stateless JSON mode has no stream to offer: the MCP spec lets the server answer 405.
@@ -228,8 +251,10 @@ def test_mcp_answers_only_post_and_never_opens_a_stream(server, token, method):
 @pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
 def test_mcp_refuses_non_json_numbers(server, token, constant):
     session_upsert(session_id="ses_caller", changes={"status": "idle"})
-    raw = (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_sessions", '
-           b'"arguments": {"limit": %s}}}' % constant)
+    raw = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_sessions", '
+        b'"arguments": {"limit": %s}}}' % constant
+    )
     answer = send(server, "POST", "/mcp", body=raw, token=token, headers=[MCP_ACCEPT])
     assert answer.status == 400, answer
     body = answer.json()
@@ -238,14 +263,21 @@ def test_mcp_refuses_non_json_numbers(server, token, constant):
 
 
 def test_mcp_body_over_the_limit_is_413_too_large(server, token):
-    raw = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "loop_create", "arguments": {**CREATE, "prompt": "x" * 5_000_000}}})
+    raw = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "loop_create", "arguments": {**CREATE, "prompt": "x" * 5_000_000}},
+        }
+    )
     answer = send(server, "POST", "/mcp", body=pieces(raw.encode(), 64 * 1024), token=token, headers=[MCP_ACCEPT])
     assert answer.status == 413, answer
     assert answer.json()["error"]["data"]["error"]["code"] == "too_large"
 
 
 # --- HEAD -----------------------------------------------------------------------------------------
+
 
 def test_head_health_is_200_without_a_body(server):
     # A raw socket: http.client would not read a body after HEAD even if one were sent.
@@ -262,6 +294,7 @@ def test_head_health_is_200_without_a_body(server):
 
 # --- the WSGI layer alone: what any server that de-chunks (gunicorn, mod_wsgi) gets too ------------
 
+
 def through_server_fixes(**environ) -> dict:
     seen = {}
 
@@ -270,8 +303,9 @@ def through_server_fixes(**environ) -> dict:
         start_response("200 OK", [])
         return [b""]
 
-    server_fixes(app)({"PATH_INFO": "/api/tools/loop_list", "wsgi.input": io.BytesIO(b""), **environ},
-                      lambda *args: None)
+    server_fixes(app)(
+        {"PATH_INFO": "/api/tools/loop_list", "wsgi.input": io.BytesIO(b""), **environ}, lambda *args: None
+    )
     return seen
 
 

@@ -166,12 +166,24 @@ TOOL_FIELDS = [
     ("loop_create", VALID_CREATE, "prompt", [*STRING_FIELD_WRONG, None]),
     ("loop_create", VALID_CREATE, "schedule", ["every", 60, True, [], [EVERY_MINUTE]]),
     ("loop_create", VALID_CREATE, "schedule.every_seconds", [*INTEGER_FIELD_WRONG, None]),
-    ("loop_create", {"prompt": "p", "schedule": {"kind": "after", "after_seconds": 5}}, "schedule.after_seconds",
-     [*INTEGER_FIELD_WRONG, None]),
-    ("loop_create", {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *"}}, "schedule.expr",
-     [*STRING_FIELD_WRONG, None]),
-    ("loop_create", {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "UTC"}}, "schedule.tz",
-     STRING_FIELD_WRONG),
+    (
+        "loop_create",
+        {"prompt": "p", "schedule": {"kind": "after", "after_seconds": 5}},
+        "schedule.after_seconds",
+        [*INTEGER_FIELD_WRONG, None],
+    ),
+    (
+        "loop_create",
+        {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *"}},
+        "schedule.expr",
+        [*STRING_FIELD_WRONG, None],
+    ),
+    (
+        "loop_create",
+        {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "UTC"}},
+        "schedule.tz",
+        STRING_FIELD_WRONG,
+    ),
     ("loop_create", VALID_CREATE, "session_id", STRING_FIELD_WRONG),
     ("loop_create", {**VALID_CREATE, "session_id": "new"}, "preset", STRING_FIELD_WRONG),
     ("loop_create", {"prompt": "p", "time_in_seconds": 60}, "time_in_seconds", INTEGER_FIELD_WRONG),
@@ -185,8 +197,11 @@ TOOL_FIELDS = [
 
 @pytest.mark.parametrize(
     "tool,base,field,wrong",
-    [pytest.param(tool, base, field, wrong, id=f"{tool}.{field}={json.dumps(wrong)[:20]}")
-     for tool, base, field, values in TOOL_FIELDS for wrong in values],
+    [
+        pytest.param(tool, base, field, wrong, id=f"{tool}.{field}={json.dumps(wrong)[:20]}")
+        for tool, base, field, values in TOOL_FIELDS
+        for wrong in values
+    ],
 )
 def test_tool_field_of_the_wrong_type_is_422_naming_the_field(api, tool, base, field, wrong):
     response = api.tool(tool, with_value(base, field, wrong))
@@ -236,16 +251,41 @@ UNKNOWN_KEY_CASES = [
     ("POST", "/api/tools/loop_create", "tools", {**VALID_CREATE, "model": "gpt"}, "model"),
     ("POST", "/api/tools/loop_create", "tools", {**VALID_CREATE, "model_effort": "high"}, "model_effort"),
     ("POST", "/api/tools/loop_create", "tools", {**VALID_CREATE, "Prompt": "x"}, "Prompt"),
-    ("POST", "/api/tools/loop_create", "tools",
-     {"prompt": "p", "schedule": {**EVERY_MINUTE, "jitter": 1}}, "schedule.jitter"),
-    ("POST", "/api/tools/loop_create", "tools",
-     {"prompt": "p", "schedule": {**EVERY_MINUTE, "after_seconds": 5}}, "schedule.after_seconds"),
-    ("POST", "/api/tools/loop_create", "tools",
-     {"prompt": "p", "schedule": {"kind": "after", "after_seconds": 5, "every_seconds": 5}}, "schedule.every_seconds"),
-    ("POST", "/api/tools/loop_create", "tools",
-     {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "timezone": "UTC"}}, "schedule.timezone"),
-    ("POST", "/api/tools/loop_create", "tools",
-     {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "nested": {"deeper": 1}}}, "schedule.nested"),
+    (
+        "POST",
+        "/api/tools/loop_create",
+        "tools",
+        {"prompt": "p", "schedule": {**EVERY_MINUTE, "jitter": 1}},
+        "schedule.jitter",
+    ),
+    (
+        "POST",
+        "/api/tools/loop_create",
+        "tools",
+        {"prompt": "p", "schedule": {**EVERY_MINUTE, "after_seconds": 5}},
+        "schedule.after_seconds",
+    ),
+    (
+        "POST",
+        "/api/tools/loop_create",
+        "tools",
+        {"prompt": "p", "schedule": {"kind": "after", "after_seconds": 5, "every_seconds": 5}},
+        "schedule.every_seconds",
+    ),
+    (
+        "POST",
+        "/api/tools/loop_create",
+        "tools",
+        {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "timezone": "UTC"}},
+        "schedule.timezone",
+    ),
+    (
+        "POST",
+        "/api/tools/loop_create",
+        "tools",
+        {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "nested": {"deeper": 1}}},
+        "schedule.nested",
+    ),
     ("POST", "/api/tools/loop_list", "tools", {"scope": "global"}, "scope"),
     ("POST", "/api/tools/loop_delete", "tools", {"loop_id": "loop_x", "force": True}, "force"),
     ("POST", "/api/tools/list_sessions", "tools", {"limit": 5, "offset": 5}, "offset"),
@@ -266,6 +306,7 @@ def test_unknown_key_at_any_depth_is_422_naming_it(clients, method, path, scope,
 
 
 # --- sizes ------------------------------------------------------------------------------------
+
 
 def test_one_megabyte_prompt_is_422_too_long(api):
     error = assert_invalid(api.tool("loop_create", {**VALID_CREATE, "prompt": "x" * 1_000_000}), field="prompt")
@@ -302,8 +343,7 @@ def test_huge_host_first_prompt_is_422(host_api):
 NUL_FIELD_CASES = [
     ("loop_create", {**VALID_CREATE, "prompt": "a\x00b"}, "prompt"),
     ("loop_create", {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *\x00"}}, "schedule.expr"),
-    ("loop_create", {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "UTC\x00"}},
-     "schedule.tz"),
+    ("loop_create", {"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "UTC\x00"}}, "schedule.tz"),
     ("loop_create", {**VALID_CREATE, "session_id": "ses_\x00"}, "session_id"),
     ("loop_create", {**VALID_CREATE, "session_id": "new", "preset": "co\x00der"}, "preset"),
     ("loop_list", {"session_id": "\x00"}, "session_id"),
@@ -362,10 +402,16 @@ LONE_SURROGATE_CASES = [
     ("loop_create", '{"prompt": "\\ud800", "schedule": {"kind": "every", "every_seconds": 60}}', "prompt"),
     ("loop_create", '{"prompt": "ok \\udfff ok", "schedule": {"kind": "every", "every_seconds": 60}}', "prompt"),
     ("loop_create", '{"prompt": "p", "schedule": {"kind": "cron", "expr": "\\ud800"}}', "schedule.expr"),
-    ("loop_create", '{"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "\\udc00"}}',
-     "schedule.tz"),
-    ("loop_create", '{"prompt": "p", "schedule": {"kind": "every", "every_seconds": 60}, "session_id": "\\ud800"}',
-     "session_id"),
+    (
+        "loop_create",
+        '{"prompt": "p", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "\\udc00"}}',
+        "schedule.tz",
+    ),
+    (
+        "loop_create",
+        '{"prompt": "p", "schedule": {"kind": "every", "every_seconds": 60}, "session_id": "\\ud800"}',
+        "session_id",
+    ),
     ("loop_list", '{"session_id": "\\ud800"}', "session_id"),
     ("loop_delete", '{"loop_id": "loop_\\ud800"}', "loop_id"),
     ("check_session_status", '{"session_id": "\\ud83d"}', "session_id"),
@@ -382,8 +428,9 @@ def test_lone_surrogate_escape_in_a_tool_string_is_422(api, tool, raw, field):
 def test_lone_surrogate_escape_in_a_host_session_string_is_422(host_api, field):
     raw = json.dumps({field: "\ud800"})  # json.dumps writes the lone surrogate as "\ud800"
     assert '"\\ud800"' in raw
-    response = host_api.client.put("/api/host/sessions/ses_x", data=raw, content_type="application/json",
-                                   headers=host_api.headers())
+    response = host_api.client.put(
+        "/api/host/sessions/ses_x", data=raw, content_type="application/json", headers=host_api.headers()
+    )
     assert_invalid(response, field=field)
 
 
@@ -479,10 +526,22 @@ def test_caller_header_longer_than_255_characters_is_422(api):
 
 # --- query strings ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "query",
-    ["limit=0", "limit=501", "limit=-1", "limit=abc", "limit=1.5", "limit=%00", "limit=" + "9" * 5000,
-     "count=0", "count=501", "count=x", "count=%F0%9F%99%82"],
+    [
+        "limit=0",
+        "limit=501",
+        "limit=-1",
+        "limit=abc",
+        "limit=1.5",
+        "limit=%00",
+        "limit=" + "9" * 5000,
+        "count=0",
+        "count=501",
+        "count=x",
+        "count=%F0%9F%99%82",
+    ],
 )
 @pytest.mark.parametrize("endpoint", ["runs", "upcoming"])
 def test_loop_extras_query_out_of_range_is_422_or_ignored(api, query, endpoint):
@@ -494,27 +553,37 @@ def test_loop_extras_query_out_of_range_is_422_or_ignored(api, query, endpoint):
         assert "JSON" not in error["message"], error  # a query string holds text, not JSON
 
 
-@pytest.mark.parametrize("query,message", [
-    ("limit=abc", "'limit' must be an integer."),
-    ("limit=1.5", "'limit' must be an integer."),
-    ("limit=0", "'limit' must be at least 1."),
-    ("limit=501", "'limit' must be at most 500."),
-])
+@pytest.mark.parametrize(
+    "query,message",
+    [
+        ("limit=abc", "'limit' must be an integer."),
+        ("limit=1.5", "'limit' must be an integer."),
+        ("limit=0", "'limit' must be at least 1."),
+        ("limit=501", "'limit' must be at most 500."),
+    ],
+)
 def test_query_parameter_errors_say_what_a_query_parameter_can_be(api, query, message):
     assert assert_invalid(api.get(f"/api/loops/loop_x/runs?{query}"), field="limit")["message"] == message
 
 
-@pytest.mark.parametrize("tool,body,message", [
-    ("list_sessions", {"limit": 501}, "'limit' must be at most 500."),
-    ("loop_create", {"prompt": "p", "schedule": {"kind": "every", "every_seconds": 2**53}},
-     "'schedule.every_seconds' must be at most 9007199254740991 (2^53-1)."),
-    ("list_sessions", {"limit": "5"}, "'limit' must be a JSON integer."),
-])
+@pytest.mark.parametrize(
+    "tool,body,message",
+    [
+        ("list_sessions", {"limit": 501}, "'limit' must be at most 500."),
+        (
+            "loop_create",
+            {"prompt": "p", "schedule": {"kind": "every", "every_seconds": 2**53}},
+            "'schedule.every_seconds' must be at most 9007199254740991 (2^53-1).",
+        ),
+        ("list_sessions", {"limit": "5"}, "'limit' must be a JSON integer."),
+    ],
+)
 def test_a_limit_names_2_53_only_when_it_is_2_53(api, tool, body, message):
     assert assert_invalid(api.tool(tool, body))["message"] == message
 
 
 # --- authentication ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method,path,scope", AUTHENTICATED_OPERATIONS)
 def test_missing_token_is_401_unauthorized(clients, method, path, scope):
@@ -526,8 +595,16 @@ def test_missing_token_is_401_unauthorized(clients, method, path, scope):
 @pytest.mark.parametrize("method,path,scope", AUTHENTICATED_OPERATIONS)
 @pytest.mark.parametrize(
     "authorization",
-    ["Bearer dsh_not-a-real-token", "Bearer ", "Bearer", "Basic dXNlcjpwYXNz", "Token abc", "dsh_abc",
-     "Bearer " + "x" * 10_000, "Bearer a\x00b"],
+    [
+        "Bearer dsh_not-a-real-token",
+        "Bearer ",
+        "Bearer",
+        "Basic dXNlcjpwYXNz",
+        "Token abc",
+        "dsh_abc",
+        "Bearer " + "x" * 10_000,
+        "Bearer a\x00b",
+    ],
 )
 def test_unknown_or_malformed_token_is_401_unauthorized(clients, method, path, scope, authorization):
     response = send(ApiClient(None), method, path, headers={"Authorization": authorization})
@@ -595,8 +672,19 @@ def test_every_api_call_but_health_needs_a_token_the_description_too(db, tools_t
 
 # --- paths and methods nobody serves ----------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/api/", "/api/nope", "/api/tools/loop_update", "/api/tools/loop_create/x",
-                                  "/api/health/", "/api/host/sessions/", "/api/loops/loop_x"])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/",
+        "/api/nope",
+        "/api/tools/loop_update",
+        "/api/tools/loop_create/x",
+        "/api/health/",
+        "/api/host/sessions/",
+        "/api/loops/loop_x",
+    ],
+)
 def test_unknown_api_path_is_404_with_the_error_body(api, path):
     response = send(api, "POST", path)
     assert response.status_code == 404, response.content[:200]
@@ -608,8 +696,12 @@ def test_unknown_api_path_is_404_with_the_error_body(api, path):
 ODD_CHARACTERS = st.sampled_from(["\x00", "\ud800", "\udfff", "\u202e", "\u200f", "\u0301", "🙂", "\ufeff", " ", "\n"])
 TEXT = st.text(st.one_of(st.characters(), ODD_CHARACTERS), max_size=40)
 JSON_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.integers(min_value=-(2**64), max_value=2**64),
-    st.floats(allow_nan=True, allow_infinity=True), TEXT,
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    TEXT,
     st.sampled_from(["every", "after", "cron", "self", "new", "global", "ses_caller", "UTC", "* * * * *", "60"]),
 )
 JSON_VALUES = st.recursive(
@@ -617,9 +709,28 @@ JSON_VALUES = st.recursive(
     lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(TEXT, children, max_size=4)),
     max_leaves=12,
 )
-KNOWN_KEYS = ["prompt", "schedule", "session_id", "preset", "time_in_seconds", "loop_id", "id", "limit", "kind",
-              "every_seconds", "after_seconds", "expr", "tz", "user_title", "generated_title", "first_prompt",
-              "status", "model", "global_interface", "mountable"]
+KNOWN_KEYS = [
+    "prompt",
+    "schedule",
+    "session_id",
+    "preset",
+    "time_in_seconds",
+    "loop_id",
+    "id",
+    "limit",
+    "kind",
+    "every_seconds",
+    "after_seconds",
+    "expr",
+    "tz",
+    "user_title",
+    "generated_title",
+    "first_prompt",
+    "status",
+    "model",
+    "global_interface",
+    "mountable",
+]
 SCHEDULES = st.fixed_dictionaries(
     {"kind": st.sampled_from(["every", "after", "cron"])},
     optional={key: JSON_VALUES for key in ["every_seconds", "after_seconds", "expr", "tz", "extra"]},

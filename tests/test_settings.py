@@ -19,11 +19,13 @@ NO_KEY_MESSAGE = "DJANGO_SECRET_KEY must be set when DATABASE_URL is not SQLite"
 
 def import_settings(var_dir: Path, code: str = "", **env: str) -> subprocess.CompletedProcess:
     """Import the settings in a fresh interpreter with only PATH, DSHLOOP_VAR_DIR and `env` set."""
-    script = "import json\nimport dshloop.settings as s\n" + (code or (
-        f"print(json.dumps({{name: getattr(s, name) for name in {SHOW!r}}}))"))
+    script = "import json\nimport dshloop.settings as s\n" + (
+        code or (f"print(json.dumps({{name: getattr(s, name) for name in {SHOW!r}}}))")
+    )
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DSHLOOP_VAR_DIR": str(var_dir), **env}
-    return subprocess.run([sys.executable, "-c", script], env=clean, cwd=BASE_DIR, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", script], env=clean, cwd=BASE_DIR, capture_output=True, text=True, timeout=60
+    )
 
 
 def settings_of(var_dir: Path, **env: str) -> dict:
@@ -36,7 +38,9 @@ def refused(var_dir: Path, **env: str) -> str:
     """The ImproperlyConfigured line a bad environment stops the import with."""
     done = import_settings(var_dir, **env)
     assert done.returncode != 0, done.stdout
-    [line] = [line for line in done.stderr.splitlines() if line.startswith("django.core.exceptions.ImproperlyConfigured")]
+    [line] = [
+        line for line in done.stderr.splitlines() if line.startswith("django.core.exceptions.ImproperlyConfigured")
+    ]
     return line
 
 
@@ -63,9 +67,13 @@ def test_the_proxy_ssl_header_is_parsed_into_django_s_tuple(var_dir):
 
 def test_csrf_trusted_origins_are_a_comma_list(var_dir):
     loaded = settings_of(
-        var_dir, DJANGO_CSRF_TRUSTED_ORIGINS="https://loops.example.com, http://10.0.0.5:8000,,https://*.example.org")
-    assert loaded["CSRF_TRUSTED_ORIGINS"] == ["https://loops.example.com", "http://10.0.0.5:8000",
-                                              "https://*.example.org"]
+        var_dir, DJANGO_CSRF_TRUSTED_ORIGINS="https://loops.example.com, http://10.0.0.5:8000,,https://*.example.org"
+    )
+    assert loaded["CSRF_TRUSTED_ORIGINS"] == [
+        "https://loops.example.com",
+        "http://10.0.0.5:8000",
+        "https://*.example.org",
+    ]
     assert settings_of(var_dir)["CSRF_TRUSTED_ORIGINS"] == []
 
 
@@ -75,18 +83,25 @@ def test_secure_cookies_are_off_by_default_and_switched_on_one_by_one(var_dir):
     assert loaded["SESSION_COOKIE_SECURE"] is True and loaded["CSRF_COOKIE_SECURE"] is True
 
 
-@pytest.mark.parametrize("name, value, words", [
-    ("DJANGO_SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto=https", "must look like HTTP_X_FORWARDED_PROTO=https"),
-    ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO", "must look like HTTP_X_FORWARDED_PROTO=https"),
-    ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO=", "must look like HTTP_X_FORWARDED_PROTO=https"),
-    ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO=https=yes", "must look like"),
-    ("DJANGO_CSRF_TRUSTED_ORIGINS", "loops.example.com", "'loops.example.com'"),  # no scheme: never matches
-    ("DJANGO_CSRF_TRUSTED_ORIGINS", "https://ok.example.com,https://loops.example.com/", "'https://loops.example.com/'"),
-    ("DJANGO_CSRF_TRUSTED_ORIGINS", "https://loops.example.com:99999", "must be a comma-separated list of origins"),
-    ("DJANGO_CSRF_TRUSTED_ORIGINS", "ftp://loops.example.com", "must be a comma-separated list of origins"),
-    ("DJANGO_SESSION_COOKIE_SECURE", "maybe", "must be a boolean"),
-    ("DJANGO_CSRF_COOKIE_SECURE", "https", "must be a boolean"),
-])
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("DJANGO_SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto=https", "must look like HTTP_X_FORWARDED_PROTO=https"),
+        ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO", "must look like HTTP_X_FORWARDED_PROTO=https"),
+        ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO=", "must look like HTTP_X_FORWARDED_PROTO=https"),
+        ("DJANGO_SECURE_PROXY_SSL_HEADER", "HTTP_X_FORWARDED_PROTO=https=yes", "must look like"),
+        ("DJANGO_CSRF_TRUSTED_ORIGINS", "loops.example.com", "'loops.example.com'"),  # no scheme: never matches
+        (
+            "DJANGO_CSRF_TRUSTED_ORIGINS",
+            "https://ok.example.com,https://loops.example.com/",
+            "'https://loops.example.com/'",
+        ),
+        ("DJANGO_CSRF_TRUSTED_ORIGINS", "https://loops.example.com:99999", "must be a comma-separated list of origins"),
+        ("DJANGO_CSRF_TRUSTED_ORIGINS", "ftp://loops.example.com", "must be a comma-separated list of origins"),
+        ("DJANGO_SESSION_COOKIE_SECURE", "maybe", "must be a boolean"),
+        ("DJANGO_CSRF_COOKIE_SECURE", "https", "must be a boolean"),
+    ],
+)
 def test_bad_values_fail_loudly_naming_the_variable(var_dir, name, value, words):
     message = refused(var_dir, **{name: value})
     assert name in message and words in message
@@ -103,19 +118,28 @@ def test_importing_settings_writes_no_file(tmp_path, var_dir):
 
 def test_a_missing_static_root_is_no_warning(var_dir):
     """whitenoise warns about a STATIC_ROOT collectstatic has not made yet; -W error makes it fatal."""
-    code = ("import django, os\nos.environ['DJANGO_SETTINGS_MODULE'] = 'dshloop.settings'\ndjango.setup()\n"
-            "from whitenoise.middleware import WhiteNoiseMiddleware\nWhiteNoiseMiddleware(lambda request: None)\n"
-            "import warnings\nwarnings.warn('No directory at: /elsewhere/')\n")
-    done = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], cwd=BASE_DIR, capture_output=True,
-                          text=True, timeout=60,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DSHLOOP_VAR_DIR": str(var_dir)})
+    code = (
+        "import django, os\nos.environ['DJANGO_SETTINGS_MODULE'] = 'dshloop.settings'\ndjango.setup()\n"
+        "from whitenoise.middleware import WhiteNoiseMiddleware\nWhiteNoiseMiddleware(lambda request: None)\n"
+        "import warnings\nwarnings.warn('No directory at: /elsewhere/')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", code],
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "DSHLOOP_VAR_DIR": str(var_dir)},
+    )
     # Only our STATIC_ROOT's warning is silenced: the same warning for another directory still raises.
     assert "UserWarning: No directory at: /elsewhere/" in done.stderr, done.stderr
     assert str(var_dir) not in done.stderr and not var_dir.exists()
 
 
-@pytest.mark.skipif(shutil.which("make") is None or not (BASE_DIR / ".venv/bin/python").exists(),
-                    reason="needs make and the checkout's .venv (the recipe runs its python)")
+@pytest.mark.skipif(
+    shutil.which("make") is None or not (BASE_DIR / ".venv/bin/python").exists(),
+    reason="needs make and the checkout's .venv (the recipe runs its python)",
+)
 def test_make_run_writes_the_key_once_and_settings_read_it(var_dir):
     """`make run`'s first step: var/secret_key, made once (sign-ins survive restarts), private."""
     make = ["make", "-s", "-C", str(BASE_DIR), f"{var_dir}/secret_key"]

@@ -27,6 +27,9 @@ def log_deprecated_alias(alias: str, *, caller_session_id: str | None) -> bool:
         _alias_callers[key] = None
         while len(_alias_callers) > ALIAS_CALLERS_REMEMBERED:
             _alias_callers.popitem(last=False)
-    logger.warning("deprecated v1 alias %s used by session %s; switch it to the v2 form (logged once per caller)",
-                   alias, repr(caller_session_id) if caller_session_id else "(none: no X-DSH-Session-Id)")
+    logger.warning(
+        "deprecated v1 alias %s used by session %s; switch it to the v2 form (logged once per caller)",
+        alias,
+        repr(caller_session_id) if caller_session_id else "(none: no X-DSH-Session-Id)",
+    )
     return True

@@ -38,22 +38,33 @@ def list_tools(request):
     return {"tools": [tool.definition() for tool in TOOLS]}
 
 
-@router.post("/loop_create", response=answers(LoopView, 409), exclude_none=True, summary="loop_create",
-             openapi_extra=CALLER_HEADER_DOC)
+@router.post(
+    "/loop_create",
+    response=answers(LoopView, 409),
+    exclude_none=True,
+    summary="loop_create",
+    openapi_extra=CALLER_HEADER_DOC,
+)
 def loop_create(request, payload: LoopCreateIn):
     """Create a loop: a prompt, a schedule (every / after / cron) and a target session."""
     return functions.loop_create(payload, caller_of(request))
 
 
-@router.post("/loop_list", response=answers(LoopListOut, 409), exclude_none=True, summary="loop_list",
-             openapi_extra=CALLER_HEADER_DOC)
+@router.post(
+    "/loop_list",
+    response=answers(LoopListOut, 409),
+    exclude_none=True,
+    summary="loop_list",
+    openapi_extra=CALLER_HEADER_DOC,
+)
 def loop_list(request, payload: LoopListIn):
     """Active loops: {} for your session, {"session_id": "global"} for all, or one session's."""
     return functions.loop_list(payload, caller_of(request))
 
 
-@router.post("/loop_delete", response=answers(LoopDeleteOut, 404), summary="loop_delete",
-             openapi_extra=CALLER_HEADER_DOC)
+@router.post(
+    "/loop_delete", response=answers(LoopDeleteOut, 404), summary="loop_delete", openapi_extra=CALLER_HEADER_DOC
+)
 def loop_delete(request, payload: LoopDeleteIn):
     """Delete any loop by its loop_id; its run history stays."""
     return functions.loop_delete(payload, caller_of(request))
@@ -65,8 +76,9 @@ def list_sessions(request, payload: ListSessionsIn):
     return functions.list_sessions(payload, caller_of(request))
 
 
-@router.post("/check_session_status", response=answers(SessionStatusView, 409), exclude_none=True,
-             summary="check_session_status")
+@router.post(
+    "/check_session_status", response=answers(SessionStatusView, 409), exclude_none=True, summary="check_session_status"
+)
 def check_session_status(request, payload: CheckSessionStatusIn):
     """running, idle, cold or missing for one exact session; never resumes it."""
     return functions.check_session_status(payload, caller_of(request))

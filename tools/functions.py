@@ -34,12 +34,14 @@ def checked_caller(caller: str | None) -> str | None:
     if not value:
         return None
     if any("\ud800" <= ch <= "\udfff" for ch in value):  # bytes that were not UTF-8 (dshloop.wsgi)
-        raise InvalidInput(f"{CALLER_HEADER} is not valid UTF-8: send the session ID as UTF-8 text.",
-                           field=CALLER_HEADER)
+        raise InvalidInput(
+            f"{CALLER_HEADER} is not valid UTF-8: send the session ID as UTF-8 text.", field=CALLER_HEADER
+        )
     if "," in value:
         # A server joins a repeated header with commas (RFC 9110 §5.3), so these look alike.
-        raise InvalidInput(f"Send {CALLER_HEADER} once, with one session ID (it came twice, or holds a comma).",
-                           field=CALLER_HEADER)
+        raise InvalidInput(
+            f"Send {CALLER_HEADER} once, with one session ID (it came twice, or holds a comma).", field=CALLER_HEADER
+        )
     return check_identifier(value, field=CALLER_HEADER)
 
 
@@ -49,8 +51,9 @@ def caller_session(caller: str | None) -> str | None:
     if value in RESERVED_SESSION_IDS:
         # spec §9: no actual session is called "self", "new" or "global"; as the caller they would
         # silently turn {} into a self/new target (or a global list) and be recorded as the creator.
-        raise InvalidInput(f"{CALLER_HEADER} must name the calling session, not the reserved {value!r}.",
-                           field=CALLER_HEADER)
+        raise InvalidInput(
+            f"{CALLER_HEADER} must name the calling session, not the reserved {value!r}.", field=CALLER_HEADER
+        )
     return value
 
 
@@ -74,8 +77,12 @@ def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
         log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller)
     target = payload.session_id if payload.session_id is not None else current_session(caller)
     loop = services.loop_create(
-        prompt=payload.prompt, schedule=schedule, target=target, preset=payload.preset,
-        created_by=caller or services.default_creator(), created_at=now,
+        prompt=payload.prompt,
+        schedule=schedule,
+        target=target,
+        preset=payload.preset,
+        created_by=caller or services.default_creator(),
+        created_at=now,
     )
     return LoopView.model_validate(loop_view(loop, now=now))
 

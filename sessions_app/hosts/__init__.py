@@ -20,5 +20,10 @@ def _host_for(kind: str, url: str, token: str, global_session_id: str, timeout: 
 
 def get_host() -> Host:
     # Keyed by the settings, so a test that switches hosts gets the right one.
-    return _host_for(settings.DSHLOOP_HOST, settings.DSHLOOP_HOST_URL, settings.DSHLOOP_HOST_TOKEN,
-                     settings.DSHLOOP_GLOBAL_SESSION_ID, settings.DSHLOOP_HOST_TIMEOUT_SECONDS)
+    return _host_for(
+        settings.DSHLOOP_HOST,
+        settings.DSHLOOP_HOST_URL,
+        settings.DSHLOOP_HOST_TOKEN,
+        settings.DSHLOOP_GLOBAL_SESSION_ID,
+        settings.DSHLOOP_HOST_TIMEOUT_SECONDS,
+    )

@@ -63,8 +63,11 @@ def deliver_each(host: Host, messages: list[Message]) -> list[Delivered | HostEr
     results: list[Delivered | HostError] = []
     for message in messages:
         try:
-            results.append(host.deliver(message.session_id, text=message.text, source=message.source,
-                                        occurrence_key=message.occurrence_key))
+            results.append(
+                host.deliver(
+                    message.session_id, text=message.text, source=message.source, occurrence_key=message.occurrence_key
+                )
+            )
         except HostError as exc:
             results.append(exc)
     return results

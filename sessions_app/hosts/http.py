@@ -68,8 +68,7 @@ def _storable(text: str) -> bool:
 class HttpHost:
     transactional = False
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0,
-                 global_session_id: str = ""):
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, global_session_id: str = ""):
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -88,8 +87,15 @@ class HttpHost:
             self._pid = os.getpid()
         return self._client
 
-    def _request(self, method: str, path: str, *, json_body: dict | None = None, params: dict | None = None,
-                 headers: dict | None = None):
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: dict | None = None,
+        params: dict | None = None,
+        headers: dict | None = None,
+    ):
         what = f"{method} {path}"
         try:
             response = self.client.request(method, path, json=json_body, params=params, headers=headers)
@@ -127,21 +133,32 @@ class HttpHost:
         except (ValueError, TypeError, OverflowError) as exc:
             raise HostError(f"The DSH host sent an invalid updated_at for {session_id!r}.", transient=True) from exc
         header = SessionHeader(
-            session_id=session_id, status=status, updated_at=updated_at,
-            preset=_text(data, "preset"), model=_text(data, "model"),
+            session_id=session_id,
+            status=status,
+            updated_at=updated_at,
+            preset=_text(data, "preset"),
+            model=_text(data, "model"),
             # A host that already folded the title sends `title`; one with the durable fields sends those.
             user_title=_text(data, "user_title") or _text(data, "title"),
-            generated_title=_text(data, "generated_title"), first_prompt=_text(data, "first_prompt"),
+            generated_title=_text(data, "generated_title"),
+            first_prompt=_text(data, "first_prompt"),
         )
-        texts = (session_id, header.preset, header.model, header.user_title, header.generated_title,
-                 header.first_prompt)
+        texts = (
+            session_id,
+            header.preset,
+            header.model,
+            header.user_title,
+            header.generated_title,
+            header.first_prompt,
+        )
         try:
             if not all(_storable(text) for text in texts):
                 raise ValidationError("a text holds a NUL character or a lone surrogate")
             header.full_clean(validate_unique=False, validate_constraints=False)
         except ValidationError as exc:
-            raise HostError(f"The DSH host sent an invalid session {session_id[:80]!r}: {'; '.join(exc.messages)}",
-                            transient=True) from exc
+            raise HostError(
+                f"The DSH host sent an invalid session {session_id[:80]!r}: {'; '.join(exc.messages)}", transient=True
+            ) from exc
         return header
 
     def _cache(self, data) -> SessionInfo:
@@ -154,8 +171,10 @@ class HttpHost:
         """The valid sessions of a GET /sessions answer; the invalid ones are skipped, and logged."""
         items = data.get("sessions") if isinstance(data, dict) else data
         if not isinstance(items, list):
-            logger.warning("The DSH host sent no session list for GET /sessions (%s); list_sessions answers "
-                           "from the cache.", type(items).__name__)
+            logger.warning(
+                "The DSH host sent no session list for GET /sessions (%s); list_sessions answers from the cache.",
+                type(items).__name__,
+            )
             return []
         headers, problems = [], []
         for item in items:
@@ -164,8 +183,12 @@ class HttpHost:
             except HostError as exc:
                 problems.append(str(exc))
         if problems:
-            logger.warning("Skipped %d of %d sessions the DSH host sent for GET /sessions (the rest are cached); "
-                           "first: %s", len(problems), len(items), problems[0])
+            logger.warning(
+                "Skipped %d of %d sessions the DSH host sent for GET /sessions (the rest are cached); first: %s",
+                len(problems),
+                len(items),
+                problems[0],
+            )
         return headers
 
     # -- Host interface ---------------------------------------------------------------------------------
@@ -221,24 +244,31 @@ class HttpHost:
         body = {"preset": preset, "first_prompt": first_prompt, "source": source}
         if model:
             body["model"] = model
-        data = self._object(self._request("POST", "/sessions", json_body=body,
-                                          headers={"Idempotency-Key": f"new:{source['occurrence_key']}"}),
-                            "a created session")
+        data = self._object(
+            self._request(
+                "POST", "/sessions", json_body=body, headers={"Idempotency-Key": f"new:{source['occurrence_key']}"}
+            ),
+            "a created session",
+        )
         session_id = data.get("session_id")
         if not isinstance(session_id, str) or not session_id:
             raise HostError("The DSH host created a session but sent no session_id.", transient=True)
         return session_id
 
     def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered:
-        data = self._object(self._request(
-            "POST", f"/sessions/{_quote(session_id)}/inbox", json_body={"text": text, "wakeup": True, "source": source},
-            headers={"Idempotency-Key": occurrence_key},
-        ), "a delivery receipt")
+        data = self._object(
+            self._request(
+                "POST",
+                f"/sessions/{_quote(session_id)}/inbox",
+                json_body={"text": text, "wakeup": True, "source": source},
+                headers={"Idempotency-Key": occurrence_key},
+            ),
+            "a delivery receipt",
+        )
         delivery = data.get("delivery")
         if not isinstance(data.get("message_id"), str) or delivery not in {"next_turn", "next_step"}:
             raise HostError("The DSH host sent a delivery receipt without message_id and delivery.", transient=True)
         return Delivered(data["message_id"], delivery)
-
 
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
         found = {}

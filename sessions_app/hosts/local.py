@@ -48,15 +48,19 @@ class LocalHost:
         """One query for the targets' states and one INSERT for all the messages."""
         statuses = selectors.session_statuses({message.session_id for message in messages})
         # spec §6: a running target gets the message at its next safe step, others next turn.
-        modes = {m.occurrence_key: "next_step" if statuses[m.session_id] == SessionStatus.RUNNING
-                 else "next_turn" for m in messages if m.session_id in statuses}
+        modes = {
+            m.occurrence_key: "next_step" if statuses[m.session_id] == SessionStatus.RUNNING else "next_turn"
+            for m in messages
+            if m.session_id in statuses
+        }
         known = [m for m in messages if m.occurrence_key in modes]
         message_ids = services.inbox_deliver_many(
             [(m.session_id, m.text, m.source, m.occurrence_key, modes[m.occurrence_key]) for m in known]
         )
         delivered = dict(zip((m.occurrence_key for m in known), message_ids, strict=True))
         return [
-            Delivered(delivered[m.occurrence_key], modes[m.occurrence_key]) if m.occurrence_key in delivered
+            Delivered(delivered[m.occurrence_key], modes[m.occurrence_key])
+            if m.occurrence_key in delivered
             else HostError(f"Session {m.session_id} does not exist.", transient=False)
             for m in messages
         ]

@@ -32,7 +32,6 @@ def create(api):
     return make
 
 
-
 def enqueued_run_ids() -> list[str]:
     """Run IDs of all delivery tasks waiting in django-q2's ORM queue."""
     ids = []
@@ -340,8 +339,14 @@ def test_poisoned_loop_does_not_take_a_slot_from_later_healthy_loops(create):
 def _stray_run(loop: Loop, scheduled_at: datetime, *, status: str = RunStatus.DELIVERED) -> LoopRun:
     """A run left by a restored backup, or kept when next_at was moved back by hand."""
     return LoopRun.objects.create(
-        run_id="run_stray", loop_id=loop.loop_id, occurrence_key=claims.occurrence_key(loop.loop_id, scheduled_at),
-        scheduled_at=scheduled_at, status=status, prompt=loop.prompt, target=loop.session_id, claimed_at=T0,
+        run_id="run_stray",
+        loop_id=loop.loop_id,
+        occurrence_key=claims.occurrence_key(loop.loop_id, scheduled_at),
+        scheduled_at=scheduled_at,
+        status=status,
+        prompt=loop.prompt,
+        target=loop.session_id,
+        claimed_at=T0,
         finished_at=T0,
     )
 
@@ -355,7 +360,8 @@ def test_occurrence_that_already_has_a_run_is_skipped_visibly_and_the_batch_goes
     run_ids = claim(now)
 
     assert sorted(LoopRun.objects.get(run_id=run_id).loop_id for run_id in run_ids) == sorted(
-        loop.loop_id for loop in healthy)
+        loop.loop_id for loop in healthy
+    )
     assert enqueued_run_ids() == run_ids  # the skipped occurrence is not delivered
     skipped = LoopRun.objects.get(loop_id=poisoned.loop_id, status=RunStatus.SKIPPED)
     assert skipped.scheduled_at == T0 + s(10) and skipped.finished_at == now and skipped.retry_at is None
@@ -438,8 +444,13 @@ def test_claim_respects_the_limit_and_takes_the_earliest_first(create):
 
 def _run(loop: Loop, name: str, *, status: str, retry_at: datetime | None) -> LoopRun:
     return LoopRun.objects.create(
-        run_id=f"run_{name}", loop_id=loop.loop_id, occurrence_key=f"{loop.loop_id}@{name}",
-        scheduled_at=T0, status=status, claimed_at=T0, retry_at=retry_at,
+        run_id=f"run_{name}",
+        loop_id=loop.loop_id,
+        occurrence_key=f"{loop.loop_id}@{name}",
+        scheduled_at=T0,
+        status=status,
+        claimed_at=T0,
+        retry_at=retry_at,
     )
 
 

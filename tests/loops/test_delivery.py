@@ -30,9 +30,6 @@ from tests.conftest import T0, after, create_loop, every, s
 PROMPT = "Check the deployment status"
 
 
-
-
-
 @pytest.fixture
 def create(api):
     """loop_create through the tool API at T0, called from ses_caller (preset coder, model m1)."""
@@ -105,15 +102,29 @@ def test_delivery_to_a_live_session_uses_the_adaptive_inbox_mode(create, make_se
     assert message.session_id == "ses_target"
     assert message.text == loop_message(loop_id=loop.loop_id, prompt=PROMPT)
     assert (message.wakeup, message.delivery, message.occurrence_key) == (True, delivery_mode, run.occurrence_key)
-    assert message.source == {"kind": "loop", "loop_id": loop.loop_id, "run_id": run.run_id,
-                              "occurrence_key": run.occurrence_key, "scheduled_at": to_ms(now)}
+    assert message.source == {
+        "kind": "loop",
+        "loop_id": loop.loop_id,
+        "run_id": run.run_id,
+        "occurrence_key": run.occurrence_key,
+        "scheduled_at": to_ms(now),
+    }
     assert (run.status, run.target_session_id, run.attempt, run.error, run.fallback) == (
-        RunStatus.DELIVERED, "ses_target", 1, "", "")
+        RunStatus.DELIVERED,
+        "ses_target",
+        1,
+        "",
+        "",
+    )
     assert run.started_at == run.finished_at == now
     assert (run.retry_at, run.lease_until) == (None, None)
     refreshed(loop)
     assert (loop.state, loop.last_result, loop.last_error, loop.last_run_at) == (
-        LoopState.SCHEDULED, "delivered", "", now)
+        LoopState.SCHEDULED,
+        "delivered",
+        "",
+        now,
+    )
     assert loop.next_at == T0 + s(20)
     header = SessionHeader.objects.get(session_id="ses_target")
     assert (header.status, header.preset, header.model) == (status, "p1", "m9")
@@ -264,9 +275,7 @@ def test_new_with_its_creator_gone_uses_the_profile_default_and_says_so(create, 
     assert "ses_caller" in run.fallback
 
 
-def test_new_with_explicit_preset_and_creator_gone_falls_back_for_the_model_only(
-    create, make_preset, profile_default
-):
+def test_new_with_explicit_preset_and_creator_gone_falls_back_for_the_model_only(create, make_preset, profile_default):
     make_preset("research")
     loop = create(session_id="new", preset="research")
     SessionHeader.objects.filter(session_id="ses_caller").delete()
@@ -737,8 +746,12 @@ def test_one_run_raising_does_not_strand_the_rest_of_its_batch(create, make_sess
 
     def broken_for_one_session(self, messages):
         healthy = iter(real_deliver_many(self, [m for m in messages if m.session_id != "ses_broken"]))
-        return [HostError("the session's inbox is locked", transient=True) if m.session_id == "ses_broken"
-                else next(healthy) for m in messages]
+        return [
+            HostError("the session's inbox is locked", transient=True)
+            if m.session_id == "ses_broken"
+            else next(healthy)
+            for m in messages
+        ]
 
     monkeypatch.setattr(LocalHost, "deliver_many", broken_for_one_session)
     with time_machine.travel(T0 + s(10), tick=False):

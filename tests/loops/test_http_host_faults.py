@@ -43,8 +43,11 @@ def assert_nothing_lost_or_doubled(refhost, loop: Loop) -> list[LoopRun]:
 def start_and_create(api, schedulers, every: int = 1) -> Loop:
     schedulers.start(1)
     created = api.tool("loop_create", {"prompt": "p", "schedule": {"kind": "every", "every_seconds": every}}).json()
-    wait_for(lambda: LoopRun.objects.filter(loop_id=created["loop_id"], status="delivered").exists(), timeout=30,
-             message="a first delivery")
+    wait_for(
+        lambda: LoopRun.objects.filter(loop_id=created["loop_id"], status="delivered").exists(),
+        timeout=30,
+        message="a first delivery",
+    )
     return Loop.objects.get(loop_id=created["loop_id"])
 
 
@@ -58,10 +61,16 @@ def test_host_down_for_ten_seconds_then_back_loses_and_doubles_nothing(api, sche
     refhost.start()
     back_at = timezone.now()
 
-    wait_for(lambda: any(r.status == "delivered" and r.attempt > 1 for r in runs_of(loop.loop_id)),
-             timeout=40, message="the stalled occurrence to be delivered on retry")
-    wait_for(lambda: sum(r.status == "delivered" and r.finished_at > back_at for r in runs_of(loop.loop_id)) >= 3,
-             timeout=30, message="deliveries to resume on schedule")
+    wait_for(
+        lambda: any(r.status == "delivered" and r.attempt > 1 for r in runs_of(loop.loop_id)),
+        timeout=40,
+        message="the stalled occurrence to be delivered on retry",
+    )
+    wait_for(
+        lambda: sum(r.status == "delivered" and r.finished_at > back_at for r in runs_of(loop.loop_id)) >= 3,
+        timeout=30,
+        message="deliveries to resume on schedule",
+    )
     runs = assert_nothing_lost_or_doubled(refhost, loop)
     assert any(run.missed for run in runs)  # the outage was folded, not replayed as a burst
 
@@ -71,12 +80,18 @@ def test_host_errors_are_retried_and_recover(api, schedulers, refhost, fault):
     loop = start_and_create(api, schedulers)
 
     refhost.fault = fault
-    wait_for(lambda: any(r.status == "claimed" and r.error for r in runs_of(loop.loop_id)), timeout=15,
-             message="a failed attempt")
+    wait_for(
+        lambda: any(r.status == "claimed" and r.error for r in runs_of(loop.loop_id)),
+        timeout=15,
+        message="a failed attempt",
+    )
     refhost.fault = "ok"
 
-    wait_for(lambda: any(r.status == "delivered" and r.attempt > 1 for r in runs_of(loop.loop_id)), timeout=30,
-             message="the retry to succeed")
+    wait_for(
+        lambda: any(r.status == "delivered" and r.attempt > 1 for r in runs_of(loop.loop_id)),
+        timeout=30,
+        message="the retry to succeed",
+    )
     assert_nothing_lost_or_doubled(refhost, loop)
 
 
@@ -86,10 +101,16 @@ def test_a_hanging_host_times_out_and_the_clock_keeps_its_schedule(api, schedule
 
     refhost.hang_seconds = 3
     refhost.fault = "hang"
-    wait_for(lambda: any("did not answer" in r.error for r in runs_of(loop.loop_id)), timeout=20,
-             message="a timed-out attempt")
+    wait_for(
+        lambda: any("did not answer" in r.error for r in runs_of(loop.loop_id)),
+        timeout=20,
+        message="a timed-out attempt",
+    )
     refhost.fault = "ok"
 
-    wait_for(lambda: Counter(r.status for r in runs_of(loop.loop_id))["delivered"] >= 4, timeout=40,
-             message="deliveries to resume")
+    wait_for(
+        lambda: Counter(r.status for r in runs_of(loop.loop_id))["delivered"] >= 4,
+        timeout=40,
+        message="deliveries to resume",
+    )
     assert_nothing_lost_or_doubled(refhost, loop)

@@ -10,38 +10,55 @@ from loops import humanize
 NOW = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday
 
 
-@pytest.mark.parametrize(("seconds", "words"), [
-    (1, "second"), (45, "45 seconds"), (60, "minute"), (600, "10 minutes"), (5400, "90 minutes"),
-    (3600, "hour"), (7200, "2 hours"), (86400, "day"), (604800, "week"), (86401, "86401 seconds"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [
+        (1, "second"),
+        (45, "45 seconds"),
+        (60, "minute"),
+        (600, "10 minutes"),
+        (5400, "90 minutes"),
+        (3600, "hour"),
+        (7200, "2 hours"),
+        (86400, "day"),
+        (604800, "week"),
+        (86401, "86401 seconds"),
+    ],
+)
 def test_interval_words_use_the_largest_unit_that_divides_exactly(seconds, words):
     assert humanize.interval_words(seconds) == words
 
 
-@pytest.mark.parametrize(("expr", "words"), [
-    ("30 9 * * 1-5", "09:30 on weekdays"),
-    ("0 0 * * 0,6", "00:00 on weekends"),
-    ("0 9 * * MON,WED,FRI", "09:00 on Mon, Wed, Fri"),
-    ("0 12 * * 7", "12:00 on Sundays"),
-    ("*/15 * * * *", "every 15 minutes"),
-    ("* * * * *", "every minute"),
-    ("0 */2 * * *", "every 2 hours at :00"),
-    ("0 9,17 * * *", "09:00 and 17:00 every day"),
-    ("0 9 1 * *", "09:00 on day 1 of every month"),
-    ("0 9 1 1 *", "09:00 on 1 Jan"),
-    ("@daily", "00:00 every day"),
-    ("@hourly", "every hour at :00"),
-    ("@weekly", "00:00 on Sundays"),
-])
+@pytest.mark.parametrize(
+    ("expr", "words"),
+    [
+        ("30 9 * * 1-5", "09:30 on weekdays"),
+        ("0 0 * * 0,6", "00:00 on weekends"),
+        ("0 9 * * MON,WED,FRI", "09:00 on Mon, Wed, Fri"),
+        ("0 12 * * 7", "12:00 on Sundays"),
+        ("*/15 * * * *", "every 15 minutes"),
+        ("* * * * *", "every minute"),
+        ("0 */2 * * *", "every 2 hours at :00"),
+        ("0 9,17 * * *", "09:00 and 17:00 every day"),
+        ("0 9 1 * *", "09:00 on day 1 of every month"),
+        ("0 9 1 1 *", "09:00 on 1 Jan"),
+        ("@daily", "00:00 every day"),
+        ("@hourly", "every hour at :00"),
+        ("@weekly", "00:00 on Sundays"),
+    ],
+)
 def test_common_cron_shapes_read_as_words(expr, words):
     assert humanize.cron_words(expr) == words
 
 
-@pytest.mark.parametrize("expr", [
-    "0 9 1 * 1",  # day-of-month OR day-of-week: too subtle for a phrase
-    "*/7 * * * 1",
-    "1,2,3,4,5 9 * * *",  # more than four times a day
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "0 9 1 * 1",  # day-of-month OR day-of-week: too subtle for a phrase
+        "*/7 * * * 1",
+        "1,2,3,4,5 9 * * *",  # more than four times a day
+    ],
+)
 def test_unusual_cron_is_shown_raw_rather_than_guessed(expr):
     assert humanize.cron_words(expr) is None
 
@@ -52,14 +69,23 @@ def test_a_minute_step_that_does_not_divide_the_hour_is_not_called_an_interval()
 
 
 def loop(**fields):
-    defaults = {"kind": "every", "every_seconds": None, "after_seconds": None, "cron_expr": "", "tz": "",
-                "next_at": None, "last_run_at": None}
+    defaults = {
+        "kind": "every",
+        "every_seconds": None,
+        "after_seconds": None,
+        "cron_expr": "",
+        "tz": "",
+        "next_at": None,
+        "last_run_at": None,
+    }
     return SimpleNamespace(**{**defaults, **fields})
 
 
 def test_schedule_words_every():
     assert humanize.schedule_words(loop(every_seconds=600), now=NOW, host_tz="UTC") == (
-        "every 10 minutes", "every_seconds: 600")
+        "every 10 minutes",
+        "every_seconds: 600",
+    )
 
 
 def test_schedule_words_after_counts_down_while_pending_then_names_the_time():
@@ -72,8 +98,9 @@ def test_schedule_words_after_counts_down_while_pending_then_names_the_time():
 
 
 def test_schedule_words_cron_names_its_zone_and_keeps_the_raw_expression():
-    words, exact = humanize.schedule_words(loop(kind="cron", cron_expr="30 9 * * 1-5", tz="Asia/Shanghai"),
-                                           now=NOW, host_tz="UTC")
+    words, exact = humanize.schedule_words(
+        loop(kind="cron", cron_expr="30 9 * * 1-5", tz="Asia/Shanghai"), now=NOW, host_tz="UTC"
+    )
     assert words == "09:30 on weekdays, Asia/Shanghai"
     assert exact == "cron 30 9 * * 1-5 in Asia/Shanghai"
     words, exact = humanize.schedule_words(loop(kind="cron", cron_expr="5 4 * * 2-3/2,6"), now=NOW, host_tz="UTC")
@@ -86,13 +113,16 @@ def test_schedule_words_raw_cron_when_no_phrase_fits():
     assert words == "cron 0 9 1 * 1, UTC"
 
 
-@pytest.mark.parametrize(("delta", "text"), [
-    (timedelta(minutes=10), "in 10 min"),
-    (timedelta(minutes=9, seconds=59), "in 9 min 59 s"),
-    (timedelta(hours=26, minutes=5), "in 1 d 2 h"),
-    (timedelta(seconds=-10), "due now"),  # spec §4: not overdue until 30 s late
-    (timedelta(minutes=-2), "overdue by 2 min"),
-])
+@pytest.mark.parametrize(
+    ("delta", "text"),
+    [
+        (timedelta(minutes=10), "in 10 min"),
+        (timedelta(minutes=9, seconds=59), "in 9 min 59 s"),
+        (timedelta(hours=26, minutes=5), "in 1 d 2 h"),
+        (timedelta(seconds=-10), "due now"),  # spec §4: not overdue until 30 s late
+        (timedelta(minutes=-2), "overdue by 2 min"),
+    ],
+)
 def test_countdown(delta, text):
     assert humanize.countdown(NOW + delta, NOW) == text
 

@@ -84,13 +84,17 @@ def test_schedule_without_kind_is_rejected(api):
 
 
 def test_cron_with_unknown_time_zone_is_rejected(api):
-    assert_invalid(create(api, schedule={"kind": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}),
-                   "schedule.tz", code="invalid_time_zone")
+    assert_invalid(
+        create(api, schedule={"kind": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}),
+        "schedule.tz",
+        code="invalid_time_zone",
+    )
 
 
 def test_cron_that_never_fires_is_rejected(api):
-    assert_invalid(create(api, schedule={"kind": "cron", "expr": "0 0 31 2 *"}),
-                   "schedule.expr", code="no_future_occurrence")
+    assert_invalid(
+        create(api, schedule={"kind": "cron", "expr": "0 0 31 2 *"}), "schedule.expr", code="no_future_occurrence"
+    )
 
 
 def test_cron_that_does_not_parse_is_rejected(api):
@@ -257,8 +261,9 @@ def test_self_is_stored_as_self(api, global_session):
 
 
 def test_self_without_global_interface_is_target_unavailable(api):
-    assert_invalid(create(api, schedule=EVERY_10, session_id="self"), "session_id",
-                   code="target_unavailable", status=409)
+    assert_invalid(
+        create(api, schedule=EVERY_10, session_id="self"), "session_id", code="target_unavailable", status=409
+    )
     assert not Loop.objects.exists()
 
 
@@ -305,14 +310,14 @@ def test_new_with_mountable_preset_is_accepted_and_echoed(api, make_preset):
 
 
 def test_new_with_missing_preset_is_unknown_preset(api):
-    assert_invalid(create(api, schedule=EVERY_10, session_id="new", preset="ghost"), "preset",
-                   code="unknown_preset")
+    assert_invalid(create(api, schedule=EVERY_10, session_id="new", preset="ghost"), "preset", code="unknown_preset")
 
 
 def test_new_with_unmountable_preset_is_unknown_preset(api, make_preset):
     make_preset("locked", mountable=False)
-    error = assert_invalid(create(api, schedule=EVERY_10, session_id="new", preset="locked"), "preset",
-                           code="unknown_preset")
+    error = assert_invalid(
+        create(api, schedule=EVERY_10, session_id="new", preset="locked"), "preset", code="unknown_preset"
+    )
     assert "mounted" in error["message"]
 
 

@@ -15,7 +15,6 @@ MAX_SAFE = 2**53 - 1
 pytestmark = pytest.mark.both_hosts
 
 
-
 def create(api, session_id: str | None = None, *, seconds: int = 600, prompt: str = "p") -> str:
     body = {"prompt": prompt, "schedule": every(seconds)}
     if session_id is not None:
@@ -249,19 +248,36 @@ def test_runs_outlive_their_deleted_loop(api):
         loop_id = create(api, seconds=60)
     scheduled = T0 + timedelta(seconds=60)
     LoopRun.objects.create(
-        run_id="run_1", loop_id=loop_id, occurrence_key=f"{loop_id}@{T0_MS + 60_000}", scheduled_at=scheduled,
-        status="delivered", attempt=1, target_session_id="ses_caller", claimed_at=scheduled,
-        started_at=scheduled, finished_at=scheduled + timedelta(seconds=2),
+        run_id="run_1",
+        loop_id=loop_id,
+        occurrence_key=f"{loop_id}@{T0_MS + 60_000}",
+        scheduled_at=scheduled,
+        status="delivered",
+        attempt=1,
+        target_session_id="ses_caller",
+        claimed_at=scheduled,
+        started_at=scheduled,
+        finished_at=scheduled + timedelta(seconds=2),
     )
     assert delete(api, {"loop_id": loop_id}).status_code == 200
 
     response = api.get(f"/api/loops/{loop_id}/runs")
     assert response.status_code == 200, response.content
-    assert response.json() == {"runs": [{
-        "run_id": "run_1", "loop_id": loop_id, "occurrence_key": f"{loop_id}@{T0_MS + 60_000}",
-        "scheduled_at": T0_MS + 60_000, "status": "delivered", "attempt": 1, "target_session_id": "ses_caller",
-        "started_at": T0_MS + 60_000, "finished_at": T0_MS + 62_000,
-    }]}
+    assert response.json() == {
+        "runs": [
+            {
+                "run_id": "run_1",
+                "loop_id": loop_id,
+                "occurrence_key": f"{loop_id}@{T0_MS + 60_000}",
+                "scheduled_at": T0_MS + 60_000,
+                "status": "delivered",
+                "attempt": 1,
+                "target_session_id": "ses_caller",
+                "started_at": T0_MS + 60_000,
+                "finished_at": T0_MS + 62_000,
+            }
+        ]
+    }
     assert LoopRun.objects.filter(loop_id=loop_id).count() == 1
 
 

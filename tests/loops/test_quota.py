@@ -146,9 +146,20 @@ def staff_client(django_user_model, settings) -> Client:
 
 
 def panel_create(client, **fields):
-    data = {"prompt": "Check the deployment", "target": "self", "kind": "every", "every_amount": "10",
-            "every_unit": "60", "after_amount": "30", "after_unit": "60", "cron_expr": "", "tz": "",
-            "session": "", "preset": "", **fields}
+    data = {
+        "prompt": "Check the deployment",
+        "target": "self",
+        "kind": "every",
+        "every_amount": "10",
+        "every_unit": "60",
+        "after_amount": "30",
+        "after_unit": "60",
+        "cron_expr": "",
+        "tz": "",
+        "session": "",
+        "preset": "",
+        **fields,
+    }
     return client.post("/panel/new", data)
 
 

@@ -45,8 +45,11 @@ def test_after_loop_fires_once_and_leaves_active_list(api, schedulers, inbox):
     start_ready(schedulers)
     loop = api.tool("loop_create", {"prompt": "ping", "schedule": {"kind": "after", "after_seconds": 1}}).json()
 
-    wait_for(lambda: Loop.objects.get(loop_id=loop["loop_id"]).state == "completed", timeout=10,
-             message="the after loop to complete")
+    wait_for(
+        lambda: Loop.objects.get(loop_id=loop["loop_id"]).state == "completed",
+        timeout=10,
+        message="the after loop to complete",
+    )
     time.sleep(1.5)  # the scenario: time passes and nothing more may arrive
 
     assert len(inbox(loop["loop_id"])) == 1
@@ -61,8 +64,11 @@ def test_after_loop_created_while_clock_sleeps_is_delivered_within_two_seconds(a
     time.sleep(1)  # nothing is due: the clock is in its long sleep now
     loop = api.tool("loop_create", {"prompt": "wake", "schedule": {"kind": "after", "after_seconds": 1}}).json()
 
-    wait_for(lambda: LoopRun.objects.filter(loop_id=loop["loop_id"], status="delivered").exists(), timeout=5,
-             message="the delivery")
+    wait_for(
+        lambda: LoopRun.objects.filter(loop_id=loop["loop_id"], status="delivered").exists(),
+        timeout=5,
+        message="the delivery",
+    )
 
     assert len(inbox(loop["loop_id"])) == 1
     [run] = LoopRun.objects.filter(loop_id=loop["loop_id"])
@@ -89,8 +95,15 @@ def test_every_loop_recovers_after_restart_with_one_catch_up_and_stays_on_grid(a
 
 def test_new_target_creates_a_fresh_session_per_occurrence(api, schedulers, make_preset, inbox, host):
     make_preset("reviewer")
-    loop = api.tool("loop_create", {"prompt": "review", "schedule": {"kind": "every", "every_seconds": 1},
-                                    "session_id": "new", "preset": "reviewer"}).json()
+    loop = api.tool(
+        "loop_create",
+        {
+            "prompt": "review",
+            "schedule": {"kind": "every", "every_seconds": 1},
+            "session_id": "new",
+            "preset": "reviewer",
+        },
+    ).json()
     start_ready(schedulers)
 
     wait_for(lambda: len(inbox(loop["loop_id"])) >= 2, timeout=15, message="two deliveries")
@@ -104,8 +117,9 @@ def test_new_target_creates_a_fresh_session_per_occurrence(api, schedulers, make
 
 def test_actual_session_is_resumed_from_cold_and_reused(api, schedulers, make_session, inbox, host):
     make_session("ses_cold", status="cold", preset="analyst", model="m-cold")
-    loop = api.tool("loop_create", {"prompt": "resume", "schedule": {"kind": "every", "every_seconds": 1},
-                                    "session_id": "ses_cold"}).json()
+    loop = api.tool(
+        "loop_create", {"prompt": "resume", "schedule": {"kind": "every", "every_seconds": 1}, "session_id": "ses_cold"}
+    ).json()
     start_ready(schedulers)
 
     wait_for(lambda: len(inbox(loop["loop_id"])) >= 2, timeout=15, message="two deliveries")
@@ -117,8 +131,9 @@ def test_actual_session_is_resumed_from_cold_and_reused(api, schedulers, make_se
 
 
 def test_self_target_reaches_the_global_interface_session(api, schedulers, global_session, inbox):
-    loop = api.tool("loop_create", {"prompt": "report", "schedule": {"kind": "after", "after_seconds": 1},
-                                    "session_id": "self"}).json()
+    loop = api.tool(
+        "loop_create", {"prompt": "report", "schedule": {"kind": "after", "after_seconds": 1}, "session_id": "self"}
+    ).json()
     start_ready(schedulers)
 
     wait_for(lambda: inbox(loop["loop_id"]), timeout=10, message="the delivery")

@@ -22,8 +22,10 @@ ALIVE_FOR = 20  # seconds the scheduler must survive (issue 12 acceptance)
 def every_two_seconds(api, count: int) -> list[Loop]:
     loops = []
     for index in range(count):
-        response = api.tool("loop_create", {"prompt": f"loop {index}", "schedule": {"kind": "every", "every_seconds": 2},
-                                             "session_id": "ses_target"})
+        response = api.tool(
+            "loop_create",
+            {"prompt": f"loop {index}", "schedule": {"kind": "every", "every_seconds": 2}, "session_id": "ses_target"},
+        )
         assert response.status_code == 200, response.content
         loops.append(Loop.objects.get(loop_id=response.json()["loop_id"]))
     return loops
@@ -35,8 +37,12 @@ def delivered(loop: Loop) -> int:
 
 def alive_after(scheduler, started: float) -> None:
     """Wait out ALIVE_FOR seconds from the start, then the process must still be running."""
-    wait_for(lambda: time.monotonic() - started >= ALIVE_FOR or not scheduler.running(), timeout=ALIVE_FOR + 5,
-             interval=0.5, message="the survival window")
+    wait_for(
+        lambda: time.monotonic() - started >= ALIVE_FOR or not scheduler.running(),
+        timeout=ALIVE_FOR + 5,
+        interval=0.5,
+        message="the survival window",
+    )
     assert scheduler.running(), scheduler.output()[-3000:]
 
 
@@ -45,16 +51,25 @@ def test_a_stray_run_row_skips_its_occurrence_and_every_other_loop_fires(api, sc
     poisoned, *healthy = every_two_seconds(api, 4)
     # A run that already holds the poisoned loop's next occurrence (a restored backup).
     LoopRun.objects.create(
-        run_id="run_stray", loop_id=poisoned.loop_id, occurrence_key=occurrence_key(poisoned.loop_id, poisoned.next_at),
-        scheduled_at=poisoned.next_at, status=RunStatus.DELIVERED, prompt=poisoned.prompt, target="ses_target",
-        claimed_at=poisoned.created_at, finished_at=poisoned.created_at,
+        run_id="run_stray",
+        loop_id=poisoned.loop_id,
+        occurrence_key=occurrence_key(poisoned.loop_id, poisoned.next_at),
+        scheduled_at=poisoned.next_at,
+        status=RunStatus.DELIVERED,
+        prompt=poisoned.prompt,
+        target="ses_target",
+        claimed_at=poisoned.created_at,
+        finished_at=poisoned.created_at,
     )
     started = time.monotonic()
     [scheduler] = schedulers.start_ready()
 
     wait_for(lambda: all(delivered(loop) >= 2 for loop in healthy), timeout=15, message="the healthy loops to fire")
-    skipped = wait_for(lambda: LoopRun.objects.filter(loop_id=poisoned.loop_id, status=RunStatus.SKIPPED).first(),
-                       timeout=5, message="the skipped occurrence")
+    skipped = wait_for(
+        lambda: LoopRun.objects.filter(loop_id=poisoned.loop_id, status=RunStatus.SKIPPED).first(),
+        timeout=5,
+        message="the skipped occurrence",
+    )
     assert "already has run run_stray (delivered)" in skipped.error
     assert skipped.scheduled_at == poisoned.next_at
     # The poisoned loop itself goes on from its next occurrence.
@@ -77,4 +92,6 @@ def test_an_exception_in_the_claim_path_is_retried_and_every_loop_fires(api, sch
     assert output.count("injected fault in the claim path") >= 3  # logged with its traceback, each time
     assert "the clock's tick raised; retrying" in output
     alive_after(scheduler, started)
-    assert not LoopRun.objects.exclude(status__in=[RunStatus.DELIVERED, RunStatus.CLAIMED, RunStatus.DELIVERING]).exists()
+    assert not LoopRun.objects.exclude(
+        status__in=[RunStatus.DELIVERED, RunStatus.CLAIMED, RunStatus.DELIVERING]
+    ).exists()

@@ -52,8 +52,24 @@ def is_ambiguous(wall: datetime, zone: ZoneInfo) -> bool:
 
 @pytest.mark.parametrize(
     "expr",
-    ["", "   ", "* * * *", "foo", "61 * * * *", "0 24 * * *", "0 0 0 * *", "0 0 * 13 *", "0 0 * * 8",
-     "*/0 * * * *", "@reboot", "@every 5m", "@fortnightly", "H * * * *", "0 R * * *", "0 0 * * 1L"],
+    [
+        "",
+        "   ",
+        "* * * *",
+        "foo",
+        "61 * * * *",
+        "0 24 * * *",
+        "0 0 0 * *",
+        "0 0 * 13 *",
+        "0 0 * * 8",
+        "*/0 * * * *",
+        "@reboot",
+        "@every 5m",
+        "@fortnightly",
+        "H * * * *",
+        "0 R * * *",
+        "0 0 * * 1L",
+    ],
 )
 def test_invalid_cron_expressions_are_rejected_on_the_expr_field(expr):
     with pytest.raises(ScheduleError) as info:
@@ -64,11 +80,18 @@ def test_invalid_cron_expressions_are_rejected_on_the_expr_field(expr):
 
 @pytest.mark.parametrize(
     "expr, field, span",
-    [("5-1 * * * *", "minute", "5-1"), ("5-1/2 * * * *", "minute", "5-1"), ("0 23-1 * * *", "hour", "23-1"),
-     ("0 0 31-1 * *", "day-of-month", "31-1"), ("0 0 * 12-1 *", "month", "12-1"),
-     ("0 0 * DEC-JAN *", "month", "DEC-JAN"),
-     ("0 0 * * 5-1", "day-of-week", "5-1"), ("0 0 * * FRI-MON", "day-of-week", "FRI-MON"),
-     ("0 0 * * sat-sun", "day-of-week", "sat-sun"), ("0,10-5,30 * * * *", "minute", "10-5")],
+    [
+        ("5-1 * * * *", "minute", "5-1"),
+        ("5-1/2 * * * *", "minute", "5-1"),
+        ("0 23-1 * * *", "hour", "23-1"),
+        ("0 0 31-1 * *", "day-of-month", "31-1"),
+        ("0 0 * 12-1 *", "month", "12-1"),
+        ("0 0 * DEC-JAN *", "month", "DEC-JAN"),
+        ("0 0 * * 5-1", "day-of-week", "5-1"),
+        ("0 0 * * FRI-MON", "day-of-week", "FRI-MON"),
+        ("0 0 * * sat-sun", "day-of-week", "sat-sun"),
+        ("0,10-5,30 * * * *", "minute", "10-5"),
+    ],
 )
 def test_a_reversed_range_is_invalid_cron_as_in_standard_cron(expr, field, span):
     # croniter reads "5-1" as a wrap-around (5..59, 0..1); cron refuses it, and so do we.
@@ -78,16 +101,28 @@ def test_a_reversed_range_is_invalid_cron_as_in_standard_cron(expr, field, span)
     assert f"{field} range {span!r} runs backwards" in info.value.message, info.value.message
 
 
-@pytest.mark.parametrize("expr", ["1-5 * * * *", "5-5 * * * *", "0 9 * MAR-MAY MON-FRI", "0 0 * * 0-7", "0 0 * * 6-7",
-                                  "*/5 1-3/2 * * *", "0 0 1-L * *", "@daily"])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "1-5 * * * *",
+        "5-5 * * * *",
+        "0 9 * MAR-MAY MON-FRI",
+        "0 0 * * 0-7",
+        "0 0 * * 6-7",
+        "*/5 1-3/2 * * *",
+        "0 0 1-L * *",
+        "@daily",
+    ],
+)
 def test_a_forward_range_is_valid_cron(expr):
     assert validate_cron(expr, "UTC", host_tz="UTC", now=utc(2026, 5, 1, 12)) == Cron(expr, "UTC")
 
 
 def test_a_reversed_range_stored_before_the_rule_still_fires():
     # The rule is for new input only: the clock must not start failing on a loop it already runs.
-    assert next_occurrence(Cron("5-1 * * * *"), created_at=utc(2026, 5, 1, 12), after=utc(2026, 5, 1, 12, 2),
-                           host_tz="UTC") == utc(2026, 5, 1, 12, 5)
+    assert next_occurrence(
+        Cron("5-1 * * * *"), created_at=utc(2026, 5, 1, 12), after=utc(2026, 5, 1, 12, 2), host_tz="UTC"
+    ) == utc(2026, 5, 1, 12, 5)
 
 
 def test_out_of_range_field_message_says_what_is_wrong():
@@ -116,8 +151,10 @@ def test_hashed_and_random_values_are_rejected_because_workers_would_disagree():
         ("0 9 * MAR THU", "0 9 * MAR THU"),  # names containing H and R are not hashed/random values
         ("0 9 * * FRI", "0 9 * * FRI"),
         ("0 0 L * *", "0 0 L * *"),
-        *[(macro, macro) for macro in
-          ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")],
+        *[
+            (macro, macro)
+            for macro in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+        ],
         (" @Daily ", "@daily"),
     ],
 )
@@ -279,12 +316,18 @@ def test_croniter_alone_shifts_gap_times_and_fires_twice_in_overlaps():
 
 
 def test_dst_dates_used_below_are_real_transitions():
-    for wall, zone in [(datetime(2026, 3, 29, 2, 30), BERLIN), (datetime(2026, 3, 8, 2, 30), NEW_YORK),
-                       (datetime(1988, 4, 17, 2, 30), SHANGHAI)]:
+    for wall, zone in [
+        (datetime(2026, 3, 29, 2, 30), BERLIN),
+        (datetime(2026, 3, 8, 2, 30), NEW_YORK),
+        (datetime(1988, 4, 17, 2, 30), SHANGHAI),
+    ]:
         assert not wall_exists(wall, zone)
         assert wall_exists(wall - timedelta(days=1), zone)
-    for wall, zone in [(datetime(2026, 10, 25, 2, 30), BERLIN), (datetime(2026, 11, 1, 1, 30), NEW_YORK),
-                       (datetime(1988, 9, 11, 1, 30), SHANGHAI)]:
+    for wall, zone in [
+        (datetime(2026, 10, 25, 2, 30), BERLIN),
+        (datetime(2026, 11, 1, 1, 30), NEW_YORK),
+        (datetime(1988, 9, 11, 1, 30), SHANGHAI),
+    ]:
         assert is_ambiguous(wall, zone) and not is_ambiguous(wall - timedelta(days=1), zone)
 
 
@@ -313,20 +356,26 @@ def test_berlin_fall_back_fires_a_repeated_wall_time_once_at_its_first_instant()
         utc(2026, 10, 25, 3, 30),
     ]
     assert fires("30 2 * * *", "Europe/Berlin", utc(2026, 10, 24, 12), 2) == [
-        utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)]
+        utc(2026, 10, 25, 0, 30),
+        utc(2026, 10, 26, 1, 30),
+    ]
 
 
 def test_after_inside_the_second_copy_of_a_repeated_hour_does_not_refire_it():
     after = utc(2026, 10, 25, 1, 10)  # 02:10 CET, second copy; 02:15-02:45 CEST are already past
     assert after.astimezone(BERLIN).fold == 1
-    nxt = next_occurrence(Cron("*/15 * * * *", "Europe/Berlin"), created_at=utc(2026, 10, 1), after=after,
-                          host_tz="UTC")
+    nxt = next_occurrence(
+        Cron("*/15 * * * *", "Europe/Berlin"), created_at=utc(2026, 10, 1), after=after, host_tz="UTC"
+    )
     assert nxt == utc(2026, 10, 25, 2, 0)  # 03:00 CET
 
 
 def test_new_york_spring_forward_skips_and_fall_back_fires_once():
     assert fires("30 2 * * *", "America/New_York", utc(2026, 3, 6, 12), 3) == [
-        utc(2026, 3, 7, 7, 30), utc(2026, 3, 9, 6, 30), utc(2026, 3, 10, 6, 30)]
+        utc(2026, 3, 7, 7, 30),
+        utc(2026, 3, 9, 6, 30),
+        utc(2026, 3, 10, 6, 30),
+    ]
     assert fires("30 1 * * *", "America/New_York", utc(2026, 10, 31), 3) == [
         utc(2026, 10, 31, 5, 30),  # 01:30 EDT
         utc(2026, 11, 1, 5, 30),  # 01:30 EDT, the first copy only (01:30 EST = 06:30Z is not fired)
@@ -337,9 +386,15 @@ def test_new_york_spring_forward_skips_and_fall_back_fires_once():
 def test_shanghai_1988_dst_gap_and_overlap():
     # China observed DST 1986-1991: 1988-04-17 02:00 -> 03:00, 1988-09-11 02:00 -> 01:00.
     assert fires("30 2 * * *", "Asia/Shanghai", utc(1988, 4, 15), 3) == [
-        utc(1988, 4, 15, 18, 30), utc(1988, 4, 17, 17, 30), utc(1988, 4, 18, 17, 30)]
+        utc(1988, 4, 15, 18, 30),
+        utc(1988, 4, 17, 17, 30),
+        utc(1988, 4, 18, 17, 30),
+    ]
     assert fires("30 1 * * *", "Asia/Shanghai", utc(1988, 9, 9), 3) == [
-        utc(1988, 9, 9, 16, 30), utc(1988, 9, 10, 16, 30), utc(1988, 9, 11, 17, 30)]
+        utc(1988, 9, 9, 16, 30),
+        utc(1988, 9, 10, 16, 30),
+        utc(1988, 9, 11, 17, 30),
+    ]
 
 
 def test_cron_without_tz_uses_the_host_zone():
@@ -359,16 +414,21 @@ def test_cron_next_occurrence_is_strictly_after_and_returned_in_utc():
 def test_cron_ends_quietly_at_the_end_of_representable_time():
     cron = Cron("* * * * *", "America/New_York")
     assert fires("* * * * *", "America/New_York", utc(9999, 12, 31, 23, 58), 5) == [
-        utc(9999, 12, 31, 23, 58), utc(9999, 12, 31, 23, 59)]
+        utc(9999, 12, 31, 23, 58),
+        utc(9999, 12, 31, 23, 59),
+    ]
     # Shanghai's local wall time is already in year 10000 here.
-    assert next_occurrence(Cron("0 0 * * *", "Asia/Shanghai"), created_at=utc(2026, 1, 1),
-                           after=utc(9999, 12, 31, 20), host_tz="UTC") is None
+    assert (
+        next_occurrence(
+            Cron("0 0 * * *", "Asia/Shanghai"), created_at=utc(2026, 1, 1), after=utc(9999, 12, 31, 20), host_tz="UTC"
+        )
+        is None
+    )
     assert next_occurrence(cron, created_at=utc(2026, 1, 1), after=utc(9999, 12, 31, 23, 59), host_tz="UTC") is None
 
 
 def test_stored_cron_that_never_fires_yields_none():
-    assert next_occurrence(Cron("0 0 30 2 *"), created_at=utc(2026, 1, 1), after=utc(2026, 1, 1),
-                           host_tz="UTC") is None
+    assert next_occurrence(Cron("0 0 30 2 *"), created_at=utc(2026, 1, 1), after=utc(2026, 1, 1), host_tz="UTC") is None
 
 
 # --- catch_up: spec §3 anti-burst ------------------------------------------------------------
@@ -376,8 +436,9 @@ def test_stored_cron_that_never_fires_yields_none():
 
 def test_every_down_for_five_periods_delivers_the_latest_once():
     created = utc(2026, 1, 1)
-    result = catch_up(Every(60), created_at=created, due_at=utc(2026, 1, 1, 0, 1), now=utc(2026, 1, 1, 0, 5, 30),
-                      host_tz="UTC")
+    result = catch_up(
+        Every(60), created_at=created, due_at=utc(2026, 1, 1, 0, 1), now=utc(2026, 1, 1, 0, 5, 30), host_tz="UTC"
+    )
     assert result == CatchUp(deliver_at=utc(2026, 1, 1, 0, 5), missed=4, next_at=utc(2026, 1, 1, 0, 6))
 
 
@@ -385,16 +446,23 @@ def test_every_catch_up_with_only_one_due_misses_nothing():
     created = utc(2026, 1, 1)
     due = utc(2026, 1, 1, 0, 1)
     assert catch_up(Every(60), created_at=created, due_at=due, now=due, host_tz="UTC") == CatchUp(
-        due, 0, utc(2026, 1, 1, 0, 2))
-    assert catch_up(Every(60), created_at=created, due_at=due, now=due + timedelta(seconds=59.999999),
-                    host_tz="UTC") == CatchUp(due, 0, utc(2026, 1, 1, 0, 2))
+        due, 0, utc(2026, 1, 1, 0, 2)
+    )
+    assert catch_up(
+        Every(60), created_at=created, due_at=due, now=due + timedelta(seconds=59.999999), host_tz="UTC"
+    ) == CatchUp(due, 0, utc(2026, 1, 1, 0, 2))
 
 
 def test_every_catch_up_is_arithmetic_over_centuries():
     created = utc(1900, 1, 1)
     started = time.perf_counter()
-    result = catch_up(Every(1), created_at=created, due_at=utc(1900, 1, 1, 0, 0, 1),
-                      now=utc(2100, 1, 1, 0, 0, 0, 500_000), host_tz="UTC")
+    result = catch_up(
+        Every(1),
+        created_at=created,
+        due_at=utc(1900, 1, 1, 0, 0, 1),
+        now=utc(2100, 1, 1, 0, 0, 0, 500_000),
+        host_tz="UTC",
+    )
     assert time.perf_counter() - started < 1  # a loop over 6.3e9 seconds would take hours
     total = int((utc(2100, 1, 1) - created).total_seconds())
     assert result == CatchUp(utc(2100, 1, 1), total - 1, utc(2100, 1, 1, 0, 0, 1))
@@ -402,48 +470,71 @@ def test_every_catch_up_is_arithmetic_over_centuries():
 
 def test_every_catch_up_honours_an_off_grid_due_at():
     created = utc(2026, 1, 1)
-    result = catch_up(Every(60), created_at=created, due_at=utc(2026, 1, 1, 0, 1, 30),
-                      now=utc(2026, 1, 1, 0, 1, 40), host_tz="UTC")
+    result = catch_up(
+        Every(60), created_at=created, due_at=utc(2026, 1, 1, 0, 1, 30), now=utc(2026, 1, 1, 0, 1, 40), host_tz="UTC"
+    )
     assert result == CatchUp(utc(2026, 1, 1, 0, 1, 30), 0, utc(2026, 1, 1, 0, 2))
 
 
 def test_every_catch_up_next_at_is_none_past_representable_time():
     created = utc(9999, 1, 1)
     due = utc(9999, 7, 20)  # created + 200 days; the next point would be in year 10000
-    assert catch_up(Every(200 * 86400), created_at=created, due_at=due, now=due + timedelta(days=1),
-                    host_tz="UTC") == CatchUp(due, 0, None)
+    assert catch_up(
+        Every(200 * 86400), created_at=created, due_at=due, now=due + timedelta(days=1), host_tz="UTC"
+    ) == CatchUp(due, 0, None)
 
 
 def test_after_catch_up_delivers_once_and_has_no_next():
     created = utc(2026, 1, 1)
     due = utc(2026, 1, 1, 0, 1, 30)
     assert catch_up(After(90), created_at=created, due_at=due, now=utc(2027, 1, 1), host_tz="UTC") == CatchUp(
-        due, 0, None)
+        due, 0, None
+    )
 
 
 def test_cron_catch_up_delivers_latest_hour_and_advances():
-    result = catch_up(Cron("0 * * * *", "Asia/Shanghai"), created_at=utc(2026, 1, 1), due_at=utc(2026, 1, 1, 1),
-                      now=utc(2026, 1, 1, 6, 15), host_tz="UTC")
+    result = catch_up(
+        Cron("0 * * * *", "Asia/Shanghai"),
+        created_at=utc(2026, 1, 1),
+        due_at=utc(2026, 1, 1, 1),
+        now=utc(2026, 1, 1, 6, 15),
+        host_tz="UTC",
+    )
     assert result == CatchUp(utc(2026, 1, 1, 6), 5, utc(2026, 1, 1, 7))
 
 
 def test_cron_catch_up_across_the_berlin_gap_skips_the_missing_day():
-    result = catch_up(Cron("30 2 * * *", "Europe/Berlin"), created_at=utc(2026, 3, 1),
-                      due_at=utc(2026, 3, 28, 1, 30), now=utc(2026, 3, 30, 12), host_tz="UTC")
+    result = catch_up(
+        Cron("30 2 * * *", "Europe/Berlin"),
+        created_at=utc(2026, 3, 1),
+        due_at=utc(2026, 3, 28, 1, 30),
+        now=utc(2026, 3, 30, 12),
+        host_tz="UTC",
+    )
     assert result == CatchUp(utc(2026, 3, 30, 0, 30), 1, utc(2026, 3, 31, 0, 30))
 
 
 def test_cron_catch_up_inside_the_repeated_hour_delivers_the_first_copy():
     # now = 02:30 CET (second copy); 02:45 CEST (00:45Z) already happened and is the latest due.
-    result = catch_up(Cron("45 * * * *", "Europe/Berlin"), created_at=utc(2026, 10, 1),
-                      due_at=utc(2026, 10, 24, 22, 45), now=utc(2026, 10, 25, 1, 30), host_tz="UTC")
+    result = catch_up(
+        Cron("45 * * * *", "Europe/Berlin"),
+        created_at=utc(2026, 10, 1),
+        due_at=utc(2026, 10, 24, 22, 45),
+        now=utc(2026, 10, 25, 1, 30),
+        host_tz="UTC",
+    )
     assert result == CatchUp(utc(2026, 10, 25, 0, 45), 2, utc(2026, 10, 25, 2, 45))
 
 
 def test_cron_catch_up_beyond_the_count_cap_jumps_to_the_latest(monkeypatch):
     monkeypatch.setattr(schedules, "MISSED_COUNT_LIMIT", 3)
-    result = catch_up(Cron("45 * * * *", "Europe/Berlin"), created_at=utc(2026, 10, 1),
-                      due_at=utc(2026, 10, 24), now=utc(2026, 10, 25, 1, 30), host_tz="UTC")
+    result = catch_up(
+        Cron("45 * * * *", "Europe/Berlin"),
+        created_at=utc(2026, 10, 1),
+        due_at=utc(2026, 10, 24),
+        now=utc(2026, 10, 25, 1, 30),
+        host_tz="UTC",
+    )
     # The direct (get_prev) search must apply the same overlap rule as the forward iteration.
     assert result == CatchUp(utc(2026, 10, 25, 0, 45), 3, utc(2026, 10, 25, 2, 45))
 
@@ -451,16 +542,26 @@ def test_cron_catch_up_beyond_the_count_cap_jumps_to_the_latest(monkeypatch):
 def test_cron_catch_up_of_a_years_long_outage_costs_bounded_time():
     assert MISSED_COUNT_LIMIT == 100_000
     started = time.perf_counter()
-    result = catch_up(Cron("* * * * *", "America/New_York"), created_at=utc(2020, 1, 1),
-                      due_at=utc(2020, 1, 1, 0, 1), now=utc(2030, 6, 1, 12, 0, 30), host_tz="UTC")
+    result = catch_up(
+        Cron("* * * * *", "America/New_York"),
+        created_at=utc(2020, 1, 1),
+        due_at=utc(2020, 1, 1, 0, 1),
+        now=utc(2030, 6, 1, 12, 0, 30),
+        host_tz="UTC",
+    )
     assert time.perf_counter() - started < 20
     assert result == CatchUp(utc(2030, 6, 1, 12), MISSED_COUNT_LIMIT, utc(2030, 6, 1, 12, 1))
 
 
 def test_catch_up_refuses_when_not_yet_due():
     with pytest.raises(ValueError, match="due_at <= now"):
-        catch_up(Every(60), created_at=utc(2026, 1, 1), due_at=utc(2026, 1, 1, 0, 1), now=utc(2026, 1, 1, 0, 0, 59),
-                 host_tz="UTC")
+        catch_up(
+            Every(60),
+            created_at=utc(2026, 1, 1),
+            due_at=utc(2026, 1, 1, 0, 1),
+            now=utc(2026, 1, 1, 0, 0, 59),
+            host_tz="UTC",
+        )
 
 
 # --- inputs ----------------------------------------------------------------------------------

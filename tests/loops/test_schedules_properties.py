@@ -17,12 +17,26 @@ from loops import schedules
 from loops.schedules import After, Cron, Every, catch_up, first_occurrence, next_occurrence, upcoming
 
 ZONE_YEARS = {
-    "Europe/Berlin": 2026, "America/New_York": 2026, "Asia/Shanghai": 1988,
-    "Australia/Lord_Howe": 2026, "Pacific/Apia": 2011, "UTC": 2026,
+    "Europe/Berlin": 2026,
+    "America/New_York": 2026,
+    "Asia/Shanghai": 1988,
+    "Australia/Lord_Howe": 2026,
+    "Pacific/Apia": 2011,
+    "UTC": 2026,
 }
 EXPRS = [
-    "* * * * *", "*/7 * * * *", "30 * * * *", "0,30 * * * *", "15,45 0-3 * * *", "30 2 * * *",
-    "30 1 * * *", "0 0 * * *", "@hourly", "45 23 * * 6", "0 12 L * *", "0 0 29 2 *",
+    "* * * * *",
+    "*/7 * * * *",
+    "30 * * * *",
+    "0,30 * * * *",
+    "15,45 0-3 * * *",
+    "30 2 * * *",
+    "30 1 * * *",
+    "0 0 * * *",
+    "@hourly",
+    "45 23 * * 6",
+    "0 12 L * *",
+    "0 0 29 2 *",
 ]
 MINUTE = timedelta(minutes=1)
 modest = settings(deadline=None, max_examples=120)
@@ -48,8 +62,11 @@ def test_sample_zones_really_have_transitions():
 
 
 # Aware in any sample zone (not only UTC): results must not depend on the zone of the input.
-anywhere = st.datetimes(min_value=datetime(1980, 1, 1), max_value=datetime(2060, 1, 1),
-                        timezones=st.sampled_from([UTC, *map(ZoneInfo, sorted(ZONE_YEARS))]))
+anywhere = st.datetimes(
+    min_value=datetime(1980, 1, 1),
+    max_value=datetime(2060, 1, 1),
+    timezones=st.sampled_from([UTC, *map(ZoneInfo, sorted(ZONE_YEARS))]),
+)
 
 
 @st.composite
@@ -116,15 +133,20 @@ def schedule_and_host(draw):
 
 
 @modest
-@given(schedule_host=schedule_and_host(), zoned=zoned_moment(),
-       outage_minutes=st.integers(0, 1440), outage_us=st.integers(0, 60 * 10**6 - 1), phase=st.integers(0, 86400))
-def test_catch_up_delivers_exactly_one_occurrence_and_advances(schedule_host, zoned, outage_minutes, outage_us,
-                                                                phase):
+@given(
+    schedule_host=schedule_and_host(),
+    zoned=zoned_moment(),
+    outage_minutes=st.integers(0, 1440),
+    outage_us=st.integers(0, 60 * 10**6 - 1),
+    phase=st.integers(0, 86400),
+)
+def test_catch_up_delivers_exactly_one_occurrence_and_advances(schedule_host, zoned, outage_minutes, outage_us, phase):
     schedule, host_tz = schedule_host
     outage = outage_minutes * 60 * 10**6 + outage_us
     _, created = zoned
-    due = next_occurrence(schedule, created_at=created, after=created.astimezone(UTC) + timedelta(seconds=phase),
-                          host_tz=host_tz) or first_occurrence(schedule, created_at=created, host_tz=host_tz)
+    due = next_occurrence(
+        schedule, created_at=created, after=created.astimezone(UTC) + timedelta(seconds=phase), host_tz=host_tz
+    ) or first_occurrence(schedule, created_at=created, host_tz=host_tz)
     now = due + timedelta(microseconds=outage)
     result = catch_up(schedule, created_at=created, due_at=due, now=now, host_tz=host_tz)
 
@@ -135,7 +157,7 @@ def test_catch_up_delivers_exactly_one_occurrence_and_advances(schedule_host, zo
     # so exactly one is delivered, `missed` counts the others and none in (deliver_at, now] is lost.
     occurrences = upcoming(schedule, created_at=created, start=due, count=result.missed + 2, host_tz=host_tz)
     assert occurrences[0] == due and occurrences[result.missed] == result.deliver_at
-    assert occurrences[result.missed + 1:] == ([result.next_at] if result.next_at else [])
+    assert occurrences[result.missed + 1 :] == ([result.next_at] if result.next_at else [])
 
 
 @modest
@@ -177,8 +199,12 @@ def test_cron_fires_at_every_first_instant_of_a_matching_wall_time(zoned, expr):
 
 
 @modest
-@given(zoned=zoned_moment(), expr=st.sampled_from(EXPRS), lookback_minutes=st.integers(0, 3 * 1440),
-       limit=st.integers(1, 5))
+@given(
+    zoned=zoned_moment(),
+    expr=st.sampled_from(EXPRS),
+    lookback_minutes=st.integers(0, 3 * 1440),
+    limit=st.integers(1, 5),
+)
 def test_count_cap_finds_the_same_latest_occurrence_directly(zoned, expr, lookback_minutes, limit):
     # `now` (not due_at) is drawn near transitions: the direct search starts from now's wall time.
     name, now = zoned

@@ -54,13 +54,21 @@ class Serve:
     def __init__(self, log_dir):
         self.port = free_port()
         self.log_path = log_dir / "serve.log"
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": database_url(),
-               "DSHLOOP_HOST": "local", "DJANGO_SECRET_KEY": "test-serve-supervision-not-a-secret",
-               "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "dshloop.settings",
+            "DATABASE_URL": database_url(),
+            "DSHLOOP_HOST": "local",
+            "DJANGO_SECRET_KEY": "test-serve-supervision-not-a-secret",
+            "PYTHONUNBUFFERED": "1",
+        }
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, str(MANAGE), "serve", f"127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=settings.BASE_DIR,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=settings.BASE_DIR,
                 start_new_session=True,  # its own process group: Ctrl-C can be sent to it, and clean-up reaches all
             )
 
@@ -137,8 +145,9 @@ def test_a_killed_scheduler_is_restarted_and_its_loops_fire_again_within_15_seco
     wait_for(lambda: deliveries(loop_id, since=killed_at), timeout=15, message="a delivery after the kill")
     assert time.monotonic() - started < 15
     assert second != first and serve.process.poll() is None
-    assert f"scheduler (runloops, pid {first}) exited unexpectedly with signal SIGKILL; restarting it in 1s" \
-        in serve.log()
+    assert (
+        f"scheduler (runloops, pid {first}) exited unexpectedly with signal SIGKILL; restarting it in 1s" in serve.log()
+    )
     # The dead scheduler's cluster died with it: no orphan goes on taking tasks.
     wait_for(lambda: not alive(first_cluster), timeout=5, message="the killed scheduler's cluster to exit")
 

@@ -192,7 +192,8 @@ def test_upcoming_of_an_overdue_loop_starts_with_its_one_catch_up(api):
     created = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     with time_machine.travel(created, tick=False):
         loop_id = api.tool("loop_create", {"prompt": "t", "schedule": {"kind": "every", "every_seconds": 60}}).json()[
-            "loop_id"]
+            "loop_id"
+        ]
     with time_machine.travel(created + timedelta(minutes=5, seconds=30), tick=False):
         times = api.get(f"/api/loops/{loop_id}/upcoming", count=3).json()["fire_times"]
     # Five occurrences are due; the clock delivers only the latest (12:05), then stays on grid.

@@ -138,23 +138,32 @@ def test_imported_loop_is_an_every_loop_owned_by_its_session(export, sessions, f
     assert (loop.session_id, loop.created_by_session_id) == ("ses_b", "ses_b")
     [view] = api.tool("loop_list", {"session_id": "ses_b"}).json()["loops"]
     assert view == {
-        "loop_id": loop.loop_id, "prompt": "Check the deploy", "schedule": {"kind": "every", "every_seconds": 900},
-        "session_id": "ses_b", "created_by_session_id": "ses_b", "created_at": NOW_MS,
-        "next_at": NOW_MS + 900_000, "state": "scheduled",
+        "loop_id": loop.loop_id,
+        "prompt": "Check the deploy",
+        "schedule": {"kind": "every", "every_seconds": 900},
+        "session_id": "ses_b",
+        "created_by_session_id": "ses_b",
+        "created_at": NOW_MS,
+        "next_at": NOW_MS + 900_000,
+        "state": "scheduled",
     }
 
 
 def test_records_accept_the_same_prompts_and_durations_as_loop_create(export, sessions, frozen):
-    lines = run_import(export([
-        record("v1_max", time_in_seconds=2**53 - 1),
-        record("v1_too_big", time_in_seconds=2**53),
-        record("v1_string", time_in_seconds="600"),
-        record("v1_long", prompt="x" * 100_001),
-        record("v1_nul", prompt="a\x00b"),
-        record("v1_null_created", created_at=None),
-        record("v1_float_created", created_at=float(NOW_MS)),
-        record("v1_negative_created", created_at=-1),
-    ]))
+    lines = run_import(
+        export(
+            [
+                record("v1_max", time_in_seconds=2**53 - 1),
+                record("v1_too_big", time_in_seconds=2**53),
+                record("v1_string", time_in_seconds="600"),
+                record("v1_long", prompt="x" * 100_001),
+                record("v1_nul", prompt="a\x00b"),
+                record("v1_null_created", created_at=None),
+                record("v1_float_created", created_at=float(NOW_MS)),
+                record("v1_negative_created", created_at=-1),
+            ]
+        )
+    )
     assert lines[0].startswith(f"imported v1_max -> {loop_of('v1_max').loop_id}: every 9007199254740991 s")
     assert lines[1:5] == [
         "invalid v1_too_big: 'time_in_seconds' must be at most 9007199254740991 (2^53-1).",
@@ -171,13 +180,17 @@ def test_records_accept_the_same_prompts_and_durations_as_loop_create(export, se
 
 def test_a_record_with_several_problems_reports_all_of_them(export, sessions):
     [line, _] = run_import(export([{"id": "v1_bad", "prompt": " ", "time_in_seconds": 0, "session_id": "new"}]))
-    assert line == (f"invalid v1_bad: {EMPTY_PROMPT} 'time_in_seconds' must be at least 1. "
-                    "'session_id': 'new' is a reserved selector, not a session ID.")
+    assert line == (
+        f"invalid v1_bad: {EMPTY_PROMPT} 'time_in_seconds' must be at least 1. "
+        "'session_id': 'new' is a reserved selector, not a session ID."
+    )
 
 
 def test_a_key_given_twice_makes_the_record_invalid(export, sessions):
-    raw = ('[{"id": "v1_a", "prompt": "p", "time_in_seconds": 600, "time_in_seconds": 60, "session_id": "ses_a"},'
-           ' {"id": "v1_b", "id": "v1_c", "prompt": "p", "time_in_seconds": 600, "session_id": "ses_a"}]')
+    raw = (
+        '[{"id": "v1_a", "prompt": "p", "time_in_seconds": 600, "time_in_seconds": 60, "session_id": "ses_a"},'
+        ' {"id": "v1_b", "id": "v1_c", "prompt": "p", "time_in_seconds": 600, "session_id": "ses_a"}]'
+    )
     assert run_import(export(raw=raw)) == [
         "invalid v1_a: 'time_in_seconds' given more than once, so the record is ambiguous.",
         "invalid #1: 'id' given more than once, so the record is ambiguous.",
@@ -231,7 +244,10 @@ def test_overlapping_export_imports_only_the_new_records(export, sessions):
 def test_already_present_even_when_the_record_is_no_longer_valid(export, sessions):
     run_import(export([record("v1_a", session_id="ses_b")]))
     SessionHeader.objects.filter(session_id="ses_b").delete()
-    assert run_import(export([record("v1_a", session_id="ses_b")]))[0] == f"already present v1_a ({loop_of('v1_a').loop_id})"
+    assert (
+        run_import(export([record("v1_a", session_id="ses_b")]))[0]
+        == f"already present v1_a ({loop_of('v1_a').loop_id})"
+    )
 
 
 def test_a_concurrent_import_of_the_same_id_is_reported_as_already_present(export, sessions, monkeypatch):
@@ -243,8 +259,15 @@ def test_a_concurrent_import_of_the_same_id_is_reported_as_already_present(expor
     def validate_then_race(record, *, now):
         result = validate(record, now=now)
         racer["loop"] = Loop.objects.create(
-            loop_id="loop_racer", prompt="Check the deploy", kind="every", every_seconds=600, session_id="ses_a",
-            created_by_session_id="ses_a", created_at=now, next_at=now + timedelta(minutes=10), v1_id="v1_a",
+            loop_id="loop_racer",
+            prompt="Check the deploy",
+            kind="every",
+            every_seconds=600,
+            session_id="ses_a",
+            created_by_session_id="ses_a",
+            created_at=now,
+            next_at=now + timedelta(minutes=10),
+            v1_id="v1_a",
         )
         return result
 
@@ -267,8 +290,9 @@ def test_an_unreachable_host_stops_the_import_after_the_records_already_handled(
     monkeypatch.setattr(v1_import, "get_host", FlakyHost)
     out = StringIO()
     with pytest.raises(CommandError, match=r"checking record #1 .*timed out.*Run the import again"):
-        call_command("import_v1_loops", export([record("v1_a"), record("v1_b", session_id="ses_b"),
-                                                record("v1_c")]), stdout=out)
+        call_command(
+            "import_v1_loops", export([record("v1_a"), record("v1_b", session_id="ses_b"), record("v1_c")]), stdout=out
+        )
     assert out.getvalue().startswith(f"imported v1_a -> {loop_of('v1_a').loop_id}")
     assert list(Loop.objects.values_list("v1_id", flat=True)) == ["v1_a"]
 
@@ -276,8 +300,9 @@ def test_an_unreachable_host_stops_the_import_after_the_records_already_handled(
 # --- --dry-run -------------------------------------------------------------------------------------
 
 
-def test_dry_run_reports_what_would_happen_and_writes_nothing(export, sessions, frozen,
-                                                              django_capture_on_commit_callbacks):
+def test_dry_run_reports_what_would_happen_and_writes_nothing(
+    export, sessions, frozen, django_capture_on_commit_callbacks
+):
     path = export([record("v1_a"), record("v1_a"), record("v1_bad", time_in_seconds=0)])
     with django_capture_on_commit_callbacks() as callbacks:
         lines = run_import(path, "--dry-run")
@@ -302,8 +327,7 @@ def test_dry_run_after_an_import_reports_the_records_already_present(export, ses
     assert Loop.objects.count() == 1
 
 
-def test_import_wakes_the_sleeping_clocks_once_per_imported_loop(export, sessions,
-                                                                django_capture_on_commit_callbacks):
+def test_import_wakes_the_sleeping_clocks_once_per_imported_loop(export, sessions, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks() as callbacks:
         run_import(export([record("v1_a"), record("v1_b"), record("v1_bad", time_in_seconds=0)]))
     assert callbacks == [notify_clocks, notify_clocks]
@@ -371,13 +395,16 @@ def test_created_at_in_the_future_is_invalid_and_creates_nothing(export, session
 # --- the file as a whole ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ("{\"id\": \"v1_a\"}", "must hold a JSON list of v1 loop records, not a JSON object"),
-    ("null", "not a JSON null"),
-    ("[{\"id\": ", "is not valid JSON"),
-    (b"[\"\xff\"]", "is not UTF-8 text"),
-    ("", "is not valid JSON"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ('{"id": "v1_a"}', "must hold a JSON list of v1 loop records, not a JSON object"),
+        ("null", "not a JSON null"),
+        ('[{"id": ', "is not valid JSON"),
+        (b'["\xff"]', "is not UTF-8 text"),
+        ("", "is not valid JSON"),
+    ],
+)
 def test_a_file_that_is_not_a_json_list_is_a_command_error(export, raw, message, db):
     with pytest.raises(CommandError, match=message):
         run_import(export(raw=raw))

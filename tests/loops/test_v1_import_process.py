@@ -22,14 +22,28 @@ def test_imported_loop_is_delivered_by_runloops_to_its_session_on_the_v1_grid(ma
     make_session("ses_v1", status="cold", preset="coder", model="m1")
     created = to_ms(timezone.now()) - 2_500  # the v1 loop's grid: created + k * 2 s
     path = tmp_path / "v1-export.json"
-    path.write_text(json.dumps([{"id": "v1_tick", "prompt": "Tick <&> from v1", "time_in_seconds": 2,
-                                 "session_id": "ses_v1", "created_at": created}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "v1_tick",
+                    "prompt": "Tick <&> from v1",
+                    "time_in_seconds": 2,
+                    "session_id": "ses_v1",
+                    "created_at": created,
+                }
+            ]
+        )
+    )
     call_command("import_v1_loops", str(path), stdout=StringIO())
     loop = Loop.objects.get(v1_id="v1_tick")
 
     schedulers.start()
-    wait_for(lambda: InboxMessage.objects.filter(session_id="ses_v1").count() >= 2, timeout=30,
-             message="two deliveries of the imported loop")
+    wait_for(
+        lambda: InboxMessage.objects.filter(session_id="ses_v1").count() >= 2,
+        timeout=30,
+        message="two deliveries of the imported loop",
+    )
 
     messages = list(InboxMessage.objects.filter(session_id="ses_v1").order_by("created_at"))
     first = ET.fromstring(messages[0].text)  # spec §6's message, the prompt escaped

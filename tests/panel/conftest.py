@@ -16,8 +16,16 @@ from tests.conftest import create_loop, every
 CHROMIUM = os.environ.get("DSHLOOP_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("DSHLOOP_CHROMEDRIVER", "/usr/bin/chromedriver")
 # The flags this machine needs: no sandbox as root, and no background calls to a closed network.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 PASSWORD = "correct horse battery staple"
 
 

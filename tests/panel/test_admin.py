@@ -20,14 +20,22 @@ def loop_with_runs(make_loop):
     loop = make_loop("Nightly report", schedule={"kind": "cron", "expr": "30 9 * * 1-5", "tz": "Asia/Shanghai"})
     now = timezone.now()
     for i in range(3):
-        LoopRun.objects.create(run_id=f"run_{i}", loop_id=loop.loop_id, occurrence_key=f"{loop.loop_id}@{i}",
-                               scheduled_at=now - timedelta(days=i), status="delivered", claimed_at=now,
-                               target_session_id="ses_a", missed=i)
+        LoopRun.objects.create(
+            run_id=f"run_{i}",
+            loop_id=loop.loop_id,
+            occurrence_key=f"{loop.loop_id}@{i}",
+            scheduled_at=now - timedelta(days=i),
+            status="delivered",
+            claimed_at=now,
+            target_session_id="ses_a",
+            missed=i,
+        )
     return loop
 
 
-def test_loop_changelist_has_useful_columns_filters_and_search(staff_client, loop_with_runs,
-                                                               django_assert_max_num_queries):
+def test_loop_changelist_has_useful_columns_filters_and_search(
+    staff_client, loop_with_runs, django_assert_max_num_queries
+):
     with django_assert_max_num_queries(12):
         html = staff_client.get("/admin/loops/loop/").content.decode()
     assert "09:30 on weekdays, Asia/Shanghai" in html and "Nightly report" in html and "scheduled" in html
@@ -53,8 +61,9 @@ def test_adding_a_loop_in_the_admin_opens_the_panel_form(staff_client, world):
     assert response.status_code == 302 and response["Location"] == "/panel/new"
 
 
-def test_deleting_in_the_admin_goes_through_the_service_and_keeps_runs(staff_client, loop_with_runs, make_loop,
-                                                                       monkeypatch):
+def test_deleting_in_the_admin_goes_through_the_service_and_keeps_runs(
+    staff_client, loop_with_runs, make_loop, monkeypatch
+):
     from loops import services
 
     calls = []
@@ -64,8 +73,9 @@ def test_deleting_in_the_admin_goes_through_the_service_and_keeps_runs(staff_cli
     response = staff_client.post(admin_url("loops_loop", loop_with_runs.loop_id, "delete"), {"post": "yes"})
     assert response.status_code == 302 and response["Location"] == "/admin/loops/loop/", response.get("Location")
     assert calls == [loop_with_runs.loop_id]
-    response = staff_client.post("/admin/loops/loop/", {"action": "delete_through_service",
-                                                        "_selected_action": [other.loop_id]})
+    response = staff_client.post(
+        "/admin/loops/loop/", {"action": "delete_through_service", "_selected_action": [other.loop_id]}
+    )
     assert response.status_code == 302
     assert calls == [loop_with_runs.loop_id, other.loop_id]
     assert not Loop.objects.exists() and LoopRun.objects.count() == 3
@@ -90,17 +100,24 @@ def test_session_headers_are_written_through_session_upsert(staff_client, world,
 
     calls = []
     real = services.session_upsert
-    monkeypatch.setattr(services, "session_upsert",
-                        lambda **kw: calls.append(kw["session_id"]) or real(**kw))
-    fields = {"user_title": "Release review", "generated_title": "", "first_prompt": "", "status": "idle", "preset": "coder",
-              "model": "m2", "global_interface": "on"}
+    monkeypatch.setattr(services, "session_upsert", lambda **kw: calls.append(kw["session_id"]) or real(**kw))
+    fields = {
+        "user_title": "Release review",
+        "generated_title": "",
+        "first_prompt": "",
+        "status": "idle",
+        "preset": "coder",
+        "model": "m2",
+        "global_interface": "on",
+    }
     response = staff_client.post(admin_url("sessions_app_sessionheader", "ses_a"), fields)
     assert response.status_code == 302, [l for l in response.content.decode().splitlines() if "error" in l.lower()]
     assert calls == ["ses_a"]
     # session_upsert moves the single global-interface flag instead of failing on the unique index.
     assert list(SessionHeader.objects.filter(global_interface=True).values_list("session_id", flat=True)) == ["ses_a"]
-    response = staff_client.post("/admin/sessions_app/sessionheader/add/", {**fields, "session_id": "self",
-                                                                            "global_interface": ""})
+    response = staff_client.post(
+        "/admin/sessions_app/sessionheader/add/", {**fields, "session_id": "self", "global_interface": ""}
+    )
     assert response.status_code == 200 and "reserved selector" in response.content.decode()
     html = staff_client.get("/admin/sessions_app/sessionheader/").content.decode()
     assert "Release review" in html and "Nightly data sync" in html

@@ -29,13 +29,16 @@ def valid_fields(**fields) -> bytes:
     return urlencode(form(target="new", **fields)).encode()
 
 
-@pytest.mark.parametrize(("raw", "field"), [
-    (b"prompt=%FF", "prompt"),                  # a percent-escape that is no UTF-8
-    (b"prompt=caf\xe9", "prompt"),              # raw Latin-1 bytes (Django would read them as Latin-1)
-    (b"prompt=%C3", "prompt"),                  # a truncated sequence
-    (b"session=%FE&target=session", "session"),  # would be the session ID U+FFFD
-    (b"every_amount=%FF", "every_amount"),      # the cause, not "Enter a whole number."
-])
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b"prompt=%FF", "prompt"),  # a percent-escape that is no UTF-8
+        (b"prompt=caf\xe9", "prompt"),  # raw Latin-1 bytes (Django would read them as Latin-1)
+        (b"prompt=%C3", "prompt"),  # a truncated sequence
+        (b"session=%FE&target=session", "session"),  # would be the session ID U+FFFD
+        (b"every_amount=%FF", "every_amount"),  # the cause, not "Enter a whole number."
+    ],
+)
 def test_a_field_that_is_not_utf8_is_refused_on_that_field(staff_client, world, raw, field):
     fields = valid_fields().replace(f"{field}=".encode(), b"unused_" + field.encode() + b"=")
     response = post_raw(staff_client, fields + b"&" + raw)
@@ -62,19 +65,29 @@ def test_a_multipart_field_that_is_not_utf8_is_refused(staff_client, world):
     boundary = "XyZ"
     parts = [(name, value.encode()) for name, value in form(target="new").items() if name != "prompt"]
     parts.append(("prompt", b"ping \xff\xfe"))
-    body = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode() + value + b"\r\n"
-                    for name, value in parts) + f"--{boundary}--\r\n".encode()
+    body = (
+        b"".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode() + value + b"\r\n"
+            for name, value in parts
+        )
+        + f"--{boundary}--\r\n".encode()
+    )
     response = post_raw(staff_client, body, content_type=f"multipart/form-data; boundary={boundary}")
     assert response.status_code == 422
     assert field_errors(response, "prompt") == [f"This field {NOT_UTF8}; retype it and submit again."]
     assert not Loop.objects.exists()
 
 
-@pytest.mark.parametrize(("path", "name"), [
-    ("/panel/?session=%FF", "session"), ("/panel/?state=scheduled&q=caf%E9", "q"),
-    ("/panel/new?session=%FE", "session"), ("/panel/loops/loop_x/?x=%FF", "x"),
-    ("/panel/sessions/ses_a/status?fragment=%FF", "fragment"),
-])
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/panel/?session=%FF", "session"),
+        ("/panel/?state=scheduled&q=caf%E9", "q"),
+        ("/panel/new?session=%FE", "session"),
+        ("/panel/loops/loop_x/?x=%FF", "x"),
+        ("/panel/sessions/ses_a/status?fragment=%FF", "fragment"),
+    ],
+)
 def test_a_query_parameter_that_is_not_utf8_is_a_400(staff_client, world, path, name):
     response = staff_client.get(path)
     assert response.status_code == 400
@@ -116,8 +129,13 @@ def test_valid_utf8_in_the_query_still_works(staff_client, world):
 
 def test_head_answers_wherever_get_does(staff_client, make_loop):
     loop = make_loop()
-    for path in ("/panel/", "/panel/new", f"/panel/loops/{loop.loop_id}/", f"/panel/loops/{loop.loop_id}/delete",
-                 "/panel/sessions/ses_a/status"):
+    for path in (
+        "/panel/",
+        "/panel/new",
+        f"/panel/loops/{loop.loop_id}/",
+        f"/panel/loops/{loop.loop_id}/delete",
+        "/panel/sessions/ses_a/status",
+    ):
         head, get = staff_client.head(path), staff_client.get(path)
         assert (head.status_code, get.status_code) == (200, 200), path
         assert head.content == b"", path

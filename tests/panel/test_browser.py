@@ -79,14 +79,19 @@ class Page:
     def shoot(self, path, *, width: int, mobile: bool = False, max_height: int = 4000):
         """A full-page PNG at a given CSS width (CDP: the whole document, not just the viewport)."""
         cdp = self.driver.execute_cdp_cmd
-        cdp("Emulation.setDeviceMetricsOverride", {"width": width, "height": 100, "deviceScaleFactor": 1,
-                                                   "mobile": mobile})
+        cdp(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 100, "deviceScaleFactor": 1, "mobile": mobile},
+        )
         height = self.driver.execute_script(
             "return Math.max(Math.ceil(document.body.getBoundingClientRect().bottom),"
-            " document.documentElement.scrollHeight)")
+            " document.documentElement.scrollHeight)"
+        )
         height = min(height, max_height)
-        cdp("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                   "mobile": mobile})
+        cdp(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+        )
         shot = cdp("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})
         cdp("Emulation.clearDeviceMetricsOverride", {})
         path.write_bytes(base64.b64decode(shot["data"]))
@@ -181,7 +186,9 @@ def test_create_each_kind_and_target_see_it_listed_open_it_delete_it(page):
     assert cron.next_at == next_weekday_0930_shanghai(cron.created_at)
     listed = row(page, cron.loop_id)
     assert "09:30 on weekdays, Asia/Shanghai" in listed.text
-    assert listed.find_element("css selector", ".schedule").get_attribute("title") == "cron 30 9 * * 1-5 in Asia/Shanghai"
+    assert (
+        listed.find_element("css selector", ".schedule").get_attribute("title") == "cron 30 9 * * 1-5 in Asia/Shanghai"
+    )
     assert "Nightly data sync" in listed.text
     next_cell = listed.find_element("css selector", ".cell-next")
     assert humanize.local_time(cron.next_at, "Asia/Shanghai", now=timezone.now()) in next_cell.text
@@ -268,7 +275,10 @@ def test_the_layout_becomes_cards_on_a_phone(page):
         page.go("/panel/")
         assert not page.find("table.loops thead").is_displayed()
         cell = page.find("td.cell-schedule")
-        assert page.driver.execute_script("return getComputedStyle(arguments[0], '::before').content", cell) == '"Schedule"'
+        assert (
+            page.driver.execute_script("return getComputedStyle(arguments[0], '::before').content", cell)
+            == '"Schedule"'
+        )
         width = page.driver.execute_script("return document.documentElement.scrollWidth")
         assert width <= 390  # no sideways scrolling
     finally:
@@ -285,37 +295,75 @@ def seed_for_pictures():
     def make(prompt, schedule, session_id, preset=None, *, last_run=None, result="delivered", error=""):
         loop = create_loop(schedule, prompt=prompt, target=session_id, preset=preset)
         if last_run is not None:
-            Loop.objects.filter(loop_id=loop.loop_id).update(last_run_at=now - last_run, last_result=result,
-                                                             last_error=error)
+            Loop.objects.filter(loop_id=loop.loop_id).update(
+                last_run_at=now - last_run, last_result=result, last_error=error
+            )
         return loop
 
-    standup = make("Post the stand-up summary from yesterday's merged PRs and open incidents.",
-                   {"kind": "cron", "expr": "30 9 * * 1-5", "tz": "Asia/Shanghai"}, "self")
-    make("Check the deployment status and roll back if the error rate is above 2 %.",
-         {"kind": "every", "every_seconds": 600}, "ses_a", last_run=timedelta(minutes=4))
-    make("Review the open pull requests labelled needs-review.", {"kind": "after", "after_seconds": 1800},
-         "new", "reviewer")
-    make("Run the nightly data sync and report rows changed.",
-         {"kind": "cron", "expr": "0 2 * * *", "tz": "Europe/Berlin"}, "ses_b", last_run=timedelta(hours=7),
-         result="failed", error="Session ses_b could not be resumed: host timed out after 10 s")
-    make("Ping me if the staging build is red.", {"kind": "every", "every_seconds": 3600}, "ses_9f2c1e",
-         last_run=timedelta(minutes=38))
-    make("Summarise new issues in the tracker.", {"kind": "cron", "expr": "0 */4 * * *"}, "ses_untitled",
-         last_run=timedelta(hours=3))
+    standup = make(
+        "Post the stand-up summary from yesterday's merged PRs and open incidents.",
+        {"kind": "cron", "expr": "30 9 * * 1-5", "tz": "Asia/Shanghai"},
+        "self",
+    )
+    make(
+        "Check the deployment status and roll back if the error rate is above 2 %.",
+        {"kind": "every", "every_seconds": 600},
+        "ses_a",
+        last_run=timedelta(minutes=4),
+    )
+    make(
+        "Review the open pull requests labelled needs-review.",
+        {"kind": "after", "after_seconds": 1800},
+        "new",
+        "reviewer",
+    )
+    make(
+        "Run the nightly data sync and report rows changed.",
+        {"kind": "cron", "expr": "0 2 * * *", "tz": "Europe/Berlin"},
+        "ses_b",
+        last_run=timedelta(hours=7),
+        result="failed",
+        error="Session ses_b could not be resumed: host timed out after 10 s",
+    )
+    make(
+        "Ping me if the staging build is red.",
+        {"kind": "every", "every_seconds": 3600},
+        "ses_9f2c1e",
+        last_run=timedelta(minutes=38),
+    )
+    make(
+        "Summarise new issues in the tracker.",
+        {"kind": "cron", "expr": "0 */4 * * *"},
+        "ses_untitled",
+        last_run=timedelta(hours=3),
+    )
     Loop.objects.filter(loop_id=standup.loop_id).update(created_at=now - timedelta(days=8))  # old enough for a history
     shanghai = ZoneInfo("Asia/Shanghai")
-    at_0930 = [datetime(d.year, d.month, d.day, 9, 30, tzinfo=shanghai).astimezone(UTC)
-               for d in (now.astimezone(shanghai).date() - timedelta(days=n) for n in range(8)) if d.weekday() < 5]
+    at_0930 = [
+        datetime(d.year, d.month, d.day, 9, 30, tzinfo=shanghai).astimezone(UTC)
+        for d in (now.astimezone(shanghai).date() - timedelta(days=n) for n in range(8))
+        if d.weekday() < 5
+    ]
     past_runs = [t for t in at_0930 if t < now][:3]
     for days, scheduled in enumerate(past_runs, start=1):
         LoopRun.objects.create(
-            run_id=f"run_shot{days}", loop_id=standup.loop_id, occurrence_key=f"{standup.loop_id}@{days}",
-            scheduled_at=scheduled, status="delivered", attempt=1, missed=2 if days == 3 else 0,
-            target_session_id="ses_global", claimed_at=scheduled, started_at=scheduled, finished_at=scheduled,
-            fallback="profile default preset (global interface had none)" if days == 3 else "")
+            run_id=f"run_shot{days}",
+            loop_id=standup.loop_id,
+            occurrence_key=f"{standup.loop_id}@{days}",
+            scheduled_at=scheduled,
+            status="delivered",
+            attempt=1,
+            missed=2 if days == 3 else 0,
+            target_session_id="ses_global",
+            claimed_at=scheduled,
+            started_at=scheduled,
+            finished_at=scheduled,
+            fallback="profile default preset (global interface had none)" if days == 3 else "",
+        )
     Loop.objects.filter(loop_id=standup.loop_id).update(last_run_at=past_runs[0], last_result="delivered")
-    SchedulerHeartbeat.objects.create(instance_id="shot", hostname="laptop", pid=4242, started_at=now,
-                                      last_tick_at=now + timedelta(minutes=10))
+    SchedulerHeartbeat.objects.create(
+        instance_id="shot", hostname="laptop", pid=4242, started_at=now, last_tick_at=now + timedelta(minutes=10)
+    )
     return standup
 
 

@@ -13,9 +13,19 @@ pytestmark = pytest.mark.django_db
 
 
 def form(**fields) -> dict:
-    data = {"prompt": "Check the deployment", "target": "self", "kind": "every", "every_amount": "10",
-            "every_unit": "60", "after_amount": "30", "after_unit": "60", "cron_expr": "", "tz": "",
-            "session": "", "preset": ""}
+    data = {
+        "prompt": "Check the deployment",
+        "target": "self",
+        "kind": "every",
+        "every_amount": "10",
+        "every_unit": "60",
+        "after_amount": "30",
+        "after_unit": "60",
+        "cron_expr": "",
+        "tz": "",
+        "session": "",
+        "preset": "",
+    }
     data.update(fields)
     return data
 
@@ -49,15 +59,23 @@ def test_every_to_self(staff_client, world):
 
 
 def test_after_to_new_with_a_preset(staff_client, world):
-    assert create(staff_client, target="new", preset="reviewer", kind="after", after_amount="2",
-                  after_unit="3600").status_code == 302
+    assert (
+        create(
+            staff_client, target="new", preset="reviewer", kind="after", after_amount="2", after_unit="3600"
+        ).status_code
+        == 302
+    )
     loop = only_loop()
     assert (loop.kind, loop.after_seconds, loop.session_id, loop.preset) == ("after", 7200, "new", "reviewer")
 
 
 def test_cron_to_an_existing_session_in_a_zone(staff_client, world):
-    assert create(staff_client, target="session", session="ses_b", kind="cron", cron_expr="30 9 * * 1-5",
-                  tz="Asia/Shanghai").status_code == 302
+    assert (
+        create(
+            staff_client, target="session", session="ses_b", kind="cron", cron_expr="30 9 * * 1-5", tz="Asia/Shanghai"
+        ).status_code
+        == 302
+    )
     loop = only_loop()
     assert (loop.kind, loop.cron_expr, loop.tz, loop.session_id) == ("cron", "30 9 * * 1-5", "Asia/Shanghai", "ses_b")
 
@@ -80,7 +98,9 @@ def test_the_current_session_when_the_panel_is_opened_for_one(staff_client, worl
 
 def test_stale_fields_of_other_choices_are_ignored(staff_client, world):
     # The preset select is only shown for `new`; a value left in it must not reach the service.
-    assert create(staff_client, target="self", preset="reviewer", cron_expr="garbage", session="ses_b").status_code == 302
+    assert (
+        create(staff_client, target="self", preset="reviewer", cron_expr="garbage", session="ses_b").status_code == 302
+    )
     loop = only_loop()
     assert (loop.session_id, loop.preset, loop.kind) == ("self", "", "every")
 
@@ -96,19 +116,22 @@ def test_the_picker_lists_sessions_by_title_with_the_id_as_fallback(staff_client
     assert not re.search(r'name="[^"]*(model|effort)[^"]*"', page)
 
 
-@pytest.mark.parametrize(("fields", "field", "message"), [
-    ({"prompt": "   "}, "prompt", "'prompt' must not be empty or only whitespace."),
-    ({"every_amount": "0"}, "every_amount", "'schedule.every_seconds' must be at least 1."),
-    ({"every_amount": str(2**53), "every_unit": "1"}, "every_amount", "'schedule.every_seconds' must be at most"),
-    ({"every_amount": ""}, "every_amount", "'schedule.every_seconds' is required."),
-    ({"kind": "after", "after_amount": "-5"}, "after_amount", "'schedule.after_seconds' must be at least 1."),
-    ({"kind": "cron", "cron_expr": "61 * * * *"}, "cron_expr", "Cron expression '61 * * * *' is not valid"),
-    ({"kind": "cron", "cron_expr": "0 0 30 2 *"}, "cron_expr", "Cron expression '0 0 30 2 *' never fires in UTC"),
-    ({"kind": "cron", "cron_expr": "@daily", "tz": "Mars/Olympus"}, "tz", "Unknown time zone 'Mars/Olympus'"),
-    ({"target": "new", "preset": "ghost"}, "preset", "Preset 'ghost' does not exist."),
-    ({"target": "session", "session": "ses_gone"}, "session", "The host knows no session 'ses_gone'"),
-    ({"target": "session", "session": ""}, "session", "'session_id' must not be empty."),
-])
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"prompt": "   "}, "prompt", "'prompt' must not be empty or only whitespace."),
+        ({"every_amount": "0"}, "every_amount", "'schedule.every_seconds' must be at least 1."),
+        ({"every_amount": str(2**53), "every_unit": "1"}, "every_amount", "'schedule.every_seconds' must be at most"),
+        ({"every_amount": ""}, "every_amount", "'schedule.every_seconds' is required."),
+        ({"kind": "after", "after_amount": "-5"}, "after_amount", "'schedule.after_seconds' must be at least 1."),
+        ({"kind": "cron", "cron_expr": "61 * * * *"}, "cron_expr", "Cron expression '61 * * * *' is not valid"),
+        ({"kind": "cron", "cron_expr": "0 0 30 2 *"}, "cron_expr", "Cron expression '0 0 30 2 *' never fires in UTC"),
+        ({"kind": "cron", "cron_expr": "@daily", "tz": "Mars/Olympus"}, "tz", "Unknown time zone 'Mars/Olympus'"),
+        ({"target": "new", "preset": "ghost"}, "preset", "Preset 'ghost' does not exist."),
+        ({"target": "session", "session": "ses_gone"}, "session", "The host knows no session 'ses_gone'"),
+        ({"target": "session", "session": ""}, "session", "'session_id' must not be empty."),
+    ],
+)
 def test_errors_carry_the_contracts_message_on_their_field(staff_client, world, fields, field, message):
     response = create(staff_client, **fields)
     assert response.status_code == 422
@@ -142,7 +165,13 @@ def test_a_whole_number_is_required_before_the_service_is_asked(staff_client, wo
 
 @pytest.mark.parametrize("field", ["prompt", "cron_expr", "tz", "session", "preset", "every_amount"])
 def test_nul_characters_are_refused_not_a_server_error(staff_client, world, field):
-    response = create(staff_client, **{field: "a\x00b", "kind": "cron" if field in ("cron_expr", "tz") else "every",
-                                       "target": {"session": "session", "preset": "new"}.get(field, "self")})
+    response = create(
+        staff_client,
+        **{
+            field: "a\x00b",
+            "kind": "cron" if field in ("cron_expr", "tz") else "every",
+            "target": {"session": "session", "preset": "new"}.get(field, "self"),
+        },
+    )
     assert response.status_code == 422
     assert not Loop.objects.exists()

@@ -43,7 +43,9 @@ def bootstrap() -> str:
 def host_put_session(base_url: str, token: str, session_id: str, **header) -> dict:
     """An existing session, made the way a host client makes one: the host API, with the printed token."""
     request = urllib.request.Request(
-        f"{base_url}/api/host/sessions/{session_id}", data=json.dumps(header).encode(), method="PUT",
+        f"{base_url}/api/host/sessions/{session_id}",
+        data=json.dumps(header).encode(),
+        method="PUT",
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -82,8 +84,9 @@ def test_from_an_empty_database_sign_in_create_new_and_session_loops_and_see_the
     password = re.search(r"^Admin user created: admin / (\S+)", printed, re.M).group(1)
     token = re.search(r"^API token created \(scopes tools, host\): (\S+)$", printed, re.M).group(1)
     assert 'Global interface session created: ses_global (the target "self")' in printed
-    host_put_session(live_server.url, token, "ses_work", user_title="Release work", status="cold",
-                     preset="coder", model="m1")
+    host_put_session(
+        live_server.url, token, "ses_work", user_title="Release work", status="cold", preset="coder", model="m1"
+    )
     scheduler_pool.start_ready()
 
     # --- sign in with the bootstrap admin ------------------------------------------------------------
@@ -100,15 +103,17 @@ def test_from_an_empty_database_sign_in_create_new_and_session_loops_and_see_the
 
     # --- create both loops through the New loop form -------------------------------------------------
     fresh = create_loop(page, prompt="Say hello from a fresh session", target="new", kind="after", amount="2")
-    work = create_loop(page, prompt="Check the release", target="session", session="ses_work", kind="every",
-                       amount="2")
+    work = create_loop(page, prompt="Check the release", target="session", session="ses_work", kind="every", amount="2")
     assert (fresh.session_id, fresh.after_seconds, fresh.created_by_session_id) == ("new", 2, "ses_global")
     assert (work.session_id, work.every_seconds, work.created_by_session_id) == ("ses_work", 2, "ses_global")
     assert "every 2 seconds" in row(page, work.loop_id).text
 
     # --- see them fire ---------------------------------------------------------------------------------
-    wait_for(lambda: delivered(fresh) and len(delivered(work)) >= 2, timeout=FIRE_TIMEOUT,
-             message="the new loop to fire once and the session loop twice")
+    wait_for(
+        lambda: delivered(fresh) and len(delivered(work)) >= 2,
+        timeout=FIRE_TIMEOUT,
+        message="the new loop to fire once and the session loop twice",
+    )
     assert all(scheduler.running() for scheduler in scheduler_pool.started)
 
     (run,) = delivered(fresh)

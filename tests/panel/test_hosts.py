@@ -15,15 +15,41 @@ def test_create_from_the_picker_and_list_with_titles(staff_client, host):
     host.put_preset("reviewer")
     page = staff_client.get("/panel/new").content.decode()
     assert '<option value="ses_work">Quarterly numbers · ses_work (cold)</option>' in page
-    response = staff_client.post("/panel/new", {"prompt": "Refresh the numbers", "target": "session",
-                                                "session": "ses_work", "kind": "every", "every_amount": "2",
-                                                "every_unit": "3600"})
+    response = staff_client.post(
+        "/panel/new",
+        {
+            "prompt": "Refresh the numbers",
+            "target": "session",
+            "session": "ses_work",
+            "kind": "every",
+            "every_amount": "2",
+            "every_unit": "3600",
+        },
+    )
     assert response.status_code == 302
-    response = staff_client.post("/panel/new", {"prompt": "Review", "target": "new", "preset": "reviewer",
-                                                "kind": "after", "after_amount": "5", "after_unit": "60"})
+    response = staff_client.post(
+        "/panel/new",
+        {
+            "prompt": "Review",
+            "target": "new",
+            "preset": "reviewer",
+            "kind": "after",
+            "after_amount": "5",
+            "after_unit": "60",
+        },
+    )
     assert response.status_code == 302
-    response = staff_client.post("/panel/new", {"prompt": "Nope", "target": "new", "preset": "ghost",
-                                                "kind": "after", "after_amount": "5", "after_unit": "60"})
+    response = staff_client.post(
+        "/panel/new",
+        {
+            "prompt": "Nope",
+            "target": "new",
+            "preset": "ghost",
+            "kind": "after",
+            "after_amount": "5",
+            "after_unit": "60",
+        },
+    )
     assert response.status_code == 422 and "Preset &#x27;ghost&#x27; does not exist." in response.content.decode()
     assert Loop.objects.filter(created_by_session_id="ses_ui").count() == 2
     html = staff_client.get("/panel/").content.decode()

@@ -81,8 +81,9 @@ def test_a_new_loop_is_created_with_no_creator_and_its_run_records_the_profile_d
 
 
 def test_an_existing_session_loop_is_created_with_no_creator_and_delivered(staff_client, no_global_interface):
-    response = create_at(staff_client, T0, target="session", session="ses_b", kind="after", after_amount="5",
-                         after_unit="1")
+    response = create_at(
+        staff_client, T0, target="session", session="ses_b", kind="after", after_amount="5", after_unit="1"
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     loop = Loop.objects.get()
     assert (loop.session_id, loop.created_by_session_id) == ("ses_b", "")

@@ -44,8 +44,9 @@ def test_signed_in_non_staff_users_are_refused(plain_client, world, path):
 def test_non_staff_cannot_create_or_delete(plain_client, make_loop):
     loop = make_loop()
     assert plain_client.post(f"/panel/loops/{loop.loop_id}/delete").status_code == 403
-    response = plain_client.post("/panel/new", {"prompt": "x", "target": "self", "kind": "every",
-                                                "every_amount": "1", "every_unit": "60"})
+    response = plain_client.post(
+        "/panel/new", {"prompt": "x", "target": "self", "kind": "every", "every_amount": "1", "every_unit": "60"}
+    )
     assert response.status_code == 403
     assert list(Loop.objects.values_list("loop_id", flat=True)) == [loop.loop_id]
 
@@ -66,13 +67,16 @@ def test_the_site_root_leads_to_the_panel(client):
 def test_each_row_shows_preview_schedule_target_state_next_and_last_run(staff_client, make_loop):
     now = timezone.now()
     every = make_loop("Check the deployment status", session_id="self")
-    cron = make_loop("Morning report", schedule={"kind": "cron", "expr": "30 9 * * 1-5", "tz": "Asia/Shanghai"},
-                     session_id="ses_b")
-    new = make_loop("Review the open PRs", schedule={"kind": "after", "after_seconds": 300}, session_id="new",
-                    preset="reviewer")
+    cron = make_loop(
+        "Morning report", schedule={"kind": "cron", "expr": "30 9 * * 1-5", "tz": "Asia/Shanghai"}, session_id="ses_b"
+    )
+    new = make_loop(
+        "Review the open PRs", schedule={"kind": "after", "after_seconds": 300}, session_id="new", preset="reviewer"
+    )
     untitled = make_loop("Poke", session_id="ses_untitled")
-    Loop.objects.filter(loop_id=every.loop_id).update(last_run_at=now - timedelta(minutes=3), last_result="failed",
-                                                      last_error="Host unreachable: connection refused")
+    Loop.objects.filter(loop_id=every.loop_id).update(
+        last_run_at=now - timedelta(minutes=3), last_result="failed", last_error="Host unreachable: connection refused"
+    )
     html = staff_client.get("/panel/").content.decode()
     assert "Check the deployment status" in html
     assert "every 10 minutes" in html
@@ -97,8 +101,9 @@ def test_each_row_shows_preview_schedule_target_state_next_and_last_run(staff_cl
 
 def test_completed_loops_leave_the_list_but_can_be_shown(staff_client, make_loop):
     done = make_loop("Done already", schedule={"kind": "after", "after_seconds": 60})
-    Loop.objects.filter(loop_id=done.loop_id).update(state=LoopState.COMPLETED, next_at=None,
-                                                     last_run_at=timezone.now(), last_result="delivered")
+    Loop.objects.filter(loop_id=done.loop_id).update(
+        state=LoopState.COMPLETED, next_at=None, last_run_at=timezone.now(), last_result="delivered"
+    )
     active = make_loop("Still here")
     html = staff_client.get("/panel/").content.decode()
     assert active.loop_id in html and done.loop_id not in html
@@ -157,12 +162,23 @@ def test_search_over_prompts_and_loop_ids(staff_client, make_loop):
 
 def bulk_loops(count: int, *, session_id: str = "ses_a") -> None:
     now = timezone.now()
-    Loop.objects.bulk_create([
-        Loop(loop_id=f"loop_{i:06d}", prompt=f"Prompt number {i}", kind="every", every_seconds=600,
-             session_id=session_id if i % 3 else "self", created_by_session_id="ses_global", created_at=now,
-             next_at=now + timedelta(seconds=i), state=LoopState.SCHEDULED)
-        for i in range(count)
-    ], batch_size=1000)
+    Loop.objects.bulk_create(
+        [
+            Loop(
+                loop_id=f"loop_{i:06d}",
+                prompt=f"Prompt number {i}",
+                kind="every",
+                every_seconds=600,
+                session_id=session_id if i % 3 else "self",
+                created_by_session_id="ses_global",
+                created_at=now,
+                next_at=now + timedelta(seconds=i),
+                state=LoopState.SCHEDULED,
+            )
+            for i in range(count)
+        ],
+        batch_size=1000,
+    )
 
 
 def test_pagination_keeps_filters_and_clamps_out_of_range_pages(staff_client, world):
@@ -177,8 +193,16 @@ def test_pagination_keeps_filters_and_clamps_out_of_range_pages(staff_client, wo
     assert staff_client.get("/panel/?page=abc").status_code == 200
 
 
-QUERIES_10K = ["", "?page=150", "?q=number 9999", "?state=overdue", "?state=scheduled&target=self",
-               "?session=ses_a&page=3", "?session=ses_global", "?target=session&q=Prompt"]
+QUERIES_10K = [
+    "",
+    "?page=150",
+    "?q=number 9999",
+    "?state=overdue",
+    "?state=scheduled&target=self",
+    "?session=ses_a&page=3",
+    "?session=ses_global",
+    "?target=session&q=Prompt",
+]
 
 
 def test_ten_thousand_loops_cost_a_constant_number_of_queries(staff_client, world, django_assert_max_num_queries):
@@ -197,8 +221,9 @@ def test_the_health_banner_shows_only_when_no_scheduler_is_alive(staff_client, w
     html = staff_client.get("/panel/").content.decode()
     assert banner in html and "No scheduler has checked in yet" in html
     now = timezone.now()
-    SchedulerHeartbeat.objects.create(instance_id="a", hostname="h", pid=1, started_at=now,
-                                      last_tick_at=now - timedelta(minutes=5))
+    SchedulerHeartbeat.objects.create(
+        instance_id="a", hostname="h", pid=1, started_at=now, last_tick_at=now - timedelta(minutes=5)
+    )
     html = staff_client.get("/panel/").content.decode()
     assert banner in html and "The last one checked in 5 min ago" in html
     SchedulerHeartbeat.objects.filter(instance_id="a").update(last_tick_at=now)
@@ -211,8 +236,12 @@ def test_the_health_banner_shows_only_when_no_scheduler_is_alive(staff_client, w
 
 def test_detail_shows_the_next_five_fire_times_across_a_dst_change(staff_client, world):
     before_spring_forward = datetime(2025, 3, 27, 12, 0, tzinfo=UTC)
-    loop = create_loop({"kind": "cron", "expr": "30 2 * * *", "tz": "Europe/Berlin"}, prompt="Standup",
-                       target="ses_a", at=before_spring_forward)
+    loop = create_loop(
+        {"kind": "cron", "expr": "30 2 * * *", "tz": "Europe/Berlin"},
+        prompt="Standup",
+        target="ses_a",
+        at=before_spring_forward,
+    )
     import time_machine
 
     with time_machine.travel(before_spring_forward + timedelta(minutes=1), tick=False):
@@ -231,16 +260,41 @@ def test_detail_shows_run_history_and_survives_deletion(staff_client, make_loop)
 
     loop = make_loop("Watch the queue", session_id="new", preset="reviewer")
     now = timezone.now()
-    LoopRun.objects.create(run_id="run_1", loop_id=loop.loop_id, occurrence_key=f"{loop.loop_id}@1",
-                           scheduled_at=now - timedelta(minutes=10), status="delivered", attempt=1, missed=4,
-                           target_session_id="ses_fresh", claimed_at=now, fallback="preset default (reviewer gone)")
-    LoopRun.objects.create(run_id="run_2", loop_id=loop.loop_id, occurrence_key=f"{loop.loop_id}@2",
-                           scheduled_at=now - timedelta(minutes=5), status="failed", attempt=6,
-                           claimed_at=now, error="Host timed out after 10 s")
+    LoopRun.objects.create(
+        run_id="run_1",
+        loop_id=loop.loop_id,
+        occurrence_key=f"{loop.loop_id}@1",
+        scheduled_at=now - timedelta(minutes=10),
+        status="delivered",
+        attempt=1,
+        missed=4,
+        target_session_id="ses_fresh",
+        claimed_at=now,
+        fallback="preset default (reviewer gone)",
+    )
+    LoopRun.objects.create(
+        run_id="run_2",
+        loop_id=loop.loop_id,
+        occurrence_key=f"{loop.loop_id}@2",
+        scheduled_at=now - timedelta(minutes=5),
+        status="failed",
+        attempt=6,
+        claimed_at=now,
+        error="Host timed out after 10 s",
+    )
     html = staff_client.get(f"/panel/loops/{loop.loop_id}/").content.decode()
     assert html.index('id="run_2"') < html.index('id="run_1"')  # newest first
-    for text in ("ses_fresh", ">4<", "preset default (reviewer gone)", "Host timed out after 10 s", "attempt 6",
-                 "delivered", "failed", "Watch the queue", "every 10 minutes"):
+    for text in (
+        "ses_fresh",
+        ">4<",
+        "preset default (reviewer gone)",
+        "Host timed out after 10 s",
+        "attempt 6",
+        "delivered",
+        "failed",
+        "Watch the queue",
+        "every 10 minutes",
+    ):
         assert text in html, text
     staff_client.post(f"/panel/loops/{loop.loop_id}/delete")
     response = staff_client.get(f"/panel/loops/{loop.loop_id}/")

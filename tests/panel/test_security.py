@@ -98,23 +98,38 @@ def hostile(make_loop):
     session_upsert(session_id="ses_x", changes={"user_title": XSS, "status": "idle"})
     loop = make_loop(f"Please {XSS} now", session_id="ses_x")
     Loop.objects.filter(loop_id=loop.loop_id).update(last_error=f"boom {XSS}", last_result="failed")
-    LoopRun.objects.create(run_id="run_x", loop_id=loop.loop_id, occurrence_key=f"{loop.loop_id}@1",
-                           scheduled_at=loop.created_at, status="failed", claimed_at=loop.created_at,
-                           error=f"run {XSS}", fallback=f"fallback {XSS}", target_session_id="ses_x",
-                           prompt=f"Please {XSS} now")
+    LoopRun.objects.create(
+        run_id="run_x",
+        loop_id=loop.loop_id,
+        occurrence_key=f"{loop.loop_id}@1",
+        scheduled_at=loop.created_at,
+        status="failed",
+        claimed_at=loop.created_at,
+        error=f"run {XSS}",
+        fallback=f"fallback {XSS}",
+        target_session_id="ses_x",
+        prompt=f"Please {XSS} now",
+    )
     return loop
 
 
 def assert_escaped(response):
     assert response.status_code == 200
     html = response.content.decode()
-    assert XSS not in html, html[html.find(XSS) - 200: html.find(XSS) + 50]
+    assert XSS not in html, html[html.find(XSS) - 200 : html.find(XSS) + 50]
     assert ESCAPED in html
 
 
 def test_panel_escapes_prompts_titles_and_errors(staff_client, hostile):
-    for path in ["/panel/", f"/panel/loops/{hostile.loop_id}/", f"/panel/loops/{hostile.loop_id}/delete",
-                 "/panel/new", "/panel/new?session=ses_x", "/panel/?session=ses_x", f"/panel/?q={XSS}"]:
+    for path in [
+        "/panel/",
+        f"/panel/loops/{hostile.loop_id}/",
+        f"/panel/loops/{hostile.loop_id}/delete",
+        "/panel/new",
+        "/panel/new?session=ses_x",
+        "/panel/?session=ses_x",
+        f"/panel/?q={XSS}",
+    ]:
         assert_escaped(staff_client.get(path))
 
 
@@ -124,9 +139,14 @@ def test_composer_status_escapes_prompts(staff_client, hostile):
 
 
 def test_admin_escapes_user_text(staff_client, hostile):
-    for path in ["/admin/loops/loop/", admin_url("loops_loop", hostile.loop_id), "/admin/loops/looprun/",
-                 admin_url("loops_looprun", "run_x"), "/admin/sessions_app/sessionheader/",
-                 admin_url("sessions_app_sessionheader", "ses_x")]:
+    for path in [
+        "/admin/loops/loop/",
+        admin_url("loops_loop", hostile.loop_id),
+        "/admin/loops/looprun/",
+        admin_url("loops_looprun", "run_x"),
+        "/admin/sessions_app/sessionheader/",
+        admin_url("sessions_app_sessionheader", "ses_x"),
+    ]:
         assert_escaped(staff_client.get(path))
 
 
@@ -135,18 +155,21 @@ def test_a_hostile_session_id_in_the_status_path_is_text(staff_client, world):
     assert_escaped(response)
 
 
-@pytest.mark.parametrize(("path", "status"), [
-    ("/panel/?session=%00", 200),
-    ("/panel/?q=%00abc", 200),
-    ("/panel/?session=%01x&state=%00&target=%00&page=%00", 200),
-    ("/panel/new?session=%00", 200),
-    ("/panel/loops/%00/", 404),
-    ("/panel/loops/%00/delete", 404),
-    ("/panel/sessions/%00/status", 404),
-    ("/panel/sessions/%20/status", 404),
-    ("/panel/loops/%ED%A0%80/", 404),  # broken UTF-8
-    ("/panel/?q=%ED%A0%80", 400),  # not UTF-8: refused, not searched as U+FFFD (tests/panel/test_bad_input.py)
-])
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/panel/?session=%00", 200),
+        ("/panel/?q=%00abc", 200),
+        ("/panel/?session=%01x&state=%00&target=%00&page=%00", 200),
+        ("/panel/new?session=%00", 200),
+        ("/panel/loops/%00/", 404),
+        ("/panel/loops/%00/delete", 404),
+        ("/panel/sessions/%00/status", 404),
+        ("/panel/sessions/%20/status", 404),
+        ("/panel/loops/%ED%A0%80/", 404),  # broken UTF-8
+        ("/panel/?q=%ED%A0%80", 400),  # not UTF-8: refused, not searched as U+FFFD (tests/panel/test_bad_input.py)
+    ],
+)
 def test_odd_input_in_urls_is_never_a_server_error(staff_client, world, path, status):
     # PostgreSQL refuses text holding NUL: such values must never reach a query.
     assert staff_client.get(path).status_code == status

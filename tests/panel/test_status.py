@@ -21,8 +21,11 @@ def status(client, session_id: str, fragment: bool = False) -> str:
 
 def test_session_a_sees_none_of_session_bs_loops(staff_client, make_loop):
     mine = [make_loop(f"A's loop {i}", session_id="ses_a") for i in range(2)]
-    theirs = [make_loop("B's secret loop", session_id="ses_b"), make_loop("to self", session_id="self"),
-              make_loop("to new", session_id="new")]
+    theirs = [
+        make_loop("B's secret loop", session_id="ses_b"),
+        make_loop("to self", session_id="self"),
+        make_loop("to new", session_id="new"),
+    ]
     for fragment in (False, True):
         html = status(staff_client, "ses_a", fragment)
         assert "2 loops" in html

@@ -38,11 +38,19 @@ def make_loops(count: int, every: int, sessions: list[str], *, first_in: float =
     loops = []
     for i in range(count):
         created_at = start + timedelta(milliseconds=i * every * 1000 // count)
-        loops.append(Loop(
-            loop_id=new_loop_id(), prompt=f"load {i}", kind="every", every_seconds=every,
-            session_id=sessions[i % len(sessions)], created_by_session_id=sessions[0], created_at=created_at,
-            next_at=created_at + timedelta(seconds=every), state=LoopState.SCHEDULED,
-        ))
+        loops.append(
+            Loop(
+                loop_id=new_loop_id(),
+                prompt=f"load {i}",
+                kind="every",
+                every_seconds=every,
+                session_id=sessions[i % len(sessions)],
+                created_by_session_id=sessions[0],
+                created_at=created_at,
+                next_at=created_at + timedelta(seconds=every),
+                state=LoopState.SCHEDULED,
+            )
+        )
     created = Loop.objects.bulk_create(loops)
     notify_clocks()  # bulk_create bypasses loop_create, which wakes sleeping clocks
     return created
@@ -57,8 +65,11 @@ def settled(before: datetime) -> bool:
 
 def delivered_at_least(loops: list[Loop], occurrences: int) -> bool:
     """Every loop of the scenario has at least `occurrences` delivered runs."""
-    per_loop = dict(LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in loops], status="delivered")
-                    .values_list("loop_id").annotate(n=Count("run_id")))
+    per_loop = dict(
+        LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in loops], status="delivered")
+        .values_list("loop_id")
+        .annotate(n=Count("run_id"))
+    )
     return len(per_loop) == len(loops) and min(per_loop.values()) >= occurrences
 
 
@@ -68,7 +79,8 @@ def describe(loop_id: str, until: datetime) -> str:
     return f"until={until} loop={loop and (loop.state, loop.next_at)} runs=" + "; ".join(
         f"{r.scheduled_at:%H:%M:%S.%f} {r.status} a={r.attempt} m={r.missed} claimed={r.claimed_at:%H:%M:%S.%f} "
         f"finished={r.finished_at and f'{r.finished_at:%H:%M:%S.%f}'} retry={r.retry_at} err={r.error!r}"
-        for r in runs)
+        for r in runs
+    )
 
 
 @dataclass
@@ -97,8 +109,9 @@ def check_invariants(loops: list[Loop], *, until: datetime, allow_missed: bool) 
     keys = Counter(run.occurrence_key for run in all_runs)
     assert max(keys.values(), default=1) == 1, keys.most_common(3)
     delivered = {run.occurrence_key: run for run in all_runs if run.status == "delivered"}
-    messages = list(InboxMessage.objects.filter(occurrence_key__in=list(keys))
-                    .values("occurrence_key", "session_id", "source"))
+    messages = list(
+        InboxMessage.objects.filter(occurrence_key__in=list(keys)).values("occurrence_key", "session_id", "source")
+    )
     per_key = Counter(message["occurrence_key"] for message in messages)
     assert max(per_key.values(), default=1) == 1, per_key.most_common(3)
     missing = set(delivered) - set(per_key)
@@ -123,8 +136,9 @@ def check_invariants(loops: list[Loop], *, until: datetime, allow_missed: bool) 
         period = timedelta(seconds=loop.every_seconds)
         previous = loop.created_at
         for run in by_loop[loop.loop_id]:
-            assert run.scheduled_at - previous == period * (1 + run.missed), \
+            assert run.scheduled_at - previous == period * (1 + run.missed), (
                 "a gap that missed does not account for: " + describe(loop.loop_id, until)
+            )
             previous = run.scheduled_at
         assert until - previous <= period, "a due occurrence was dropped: " + describe(loop.loop_id, until)
         # 5. No burst: nothing older than one period is ever claimed.
@@ -136,14 +150,19 @@ def check_invariants(loops: list[Loop], *, until: datetime, allow_missed: bool) 
     assert max(open_per_loop.values(), default=1) == 1, open_per_loop.most_common(3)
     for loop in Loop.objects.filter(loop_id__in=loop_ids):
         in_flight = open_per_loop[loop.loop_id] == 1
-        assert (loop.state == LoopState.RUNNING) == in_flight, \
+        assert (loop.state == LoopState.RUNNING) == in_flight, (
             f"state {loop.state} with {open_per_loop[loop.loop_id]} run(s) in flight: " + describe(loop.loop_id, until)
+        )
 
     missed = sum(run.missed for run in runs)
     if not allow_missed:
         assert missed == 0, f"{missed} occurrences folded"
-    return Tally(delivered=len(runs), missed=missed, redriven=sum(run.attempt > 1 for run in all_runs),
-                 in_flight=sum(run.status in OPEN_STATUSES for run in later))
+    return Tally(
+        delivered=len(runs),
+        missed=missed,
+        redriven=sum(run.attempt > 1 for run in all_runs),
+        in_flight=sum(run.status in OPEN_STATUSES for run in later),
+    )
 
 
 def delivered_per_scheduler(outputs: list[str]) -> list[Counter]:

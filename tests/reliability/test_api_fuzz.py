@@ -77,8 +77,12 @@ def fuzz_headers(in_process_wsgi) -> dict[str, str]:
     derandomize=True,  # the same cases on every run: CI is reproducible
     deadline=None,
     database=None,  # no example database: replaying old failures would make runs differ
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 def test_every_operation_answers_without_5xx_and_in_its_documented_schema(case, fuzz_headers):
     response = case.call(headers=fuzz_headers)
@@ -107,8 +111,11 @@ def plausible_create_body(body: dict, *, target: str | None, expr: str, tz: str 
     body = {key: value for key, value in body.items() if value is not None}
     # JSON Schema counts 1.0 as an integer, so schemathesis sends it as one; the contract refuses
     # fractions, even 1.0 (README "Semantics"): a positive duration is sent as a JSON integer.
-    for holder, key in ((body, "time_in_seconds"), (body.get("schedule") or {}, "every_seconds"),
-                        (body.get("schedule") or {}, "after_seconds")):
+    for holder, key in (
+        (body, "time_in_seconds"),
+        (body.get("schedule") or {}, "every_seconds"),
+        (body.get("schedule") or {}, "after_seconds"),
+    ):
         if isinstance(holder.get(key), float):
             holder[key] = int(holder[key])
     prompt = body["prompt"].replace("\x00", "")
@@ -167,10 +174,21 @@ def test_valid_requests_answer_200_in_their_documented_schema(fuzz_headers):
 
     create = schema["/api/tools/loop_create"]["POST"]
 
-    @settings(max_examples=30, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
-    @given(generated=create.as_strategy(), target=TARGETS, expr=CRON, tz=ZONES, preset=st.booleans(),
-           count=st.integers(1, 500))
+    @settings(
+        max_examples=30,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    )
+    @given(
+        generated=create.as_strategy(),
+        target=TARGETS,
+        expr=CRON,
+        tz=ZONES,
+        preset=st.booleans(),
+        count=st.integers(1, 500),
+    )
     def walk_one_loop(generated, target, expr, tz, preset, count):
         for model in (Loop, LoopRun, InboxMessage):  # examples share one test transaction
             model.objects.all().delete()
@@ -178,36 +196,61 @@ def test_valid_requests_answer_200_in_their_documented_schema(fuzz_headers):
         view = call_checked(fuzz_headers, "/api/tools/loop_create", "POST", body=body, media_type="application/json")
         assert view["prompt"] == body["prompt"].strip()
         loop_id = view["loop_id"]
-        listed = call_checked(fuzz_headers, "/api/tools/loop_list", "POST", body={"session_id": "global"},
-                              media_type="application/json")
+        listed = call_checked(
+            fuzz_headers, "/api/tools/loop_list", "POST", body={"session_id": "global"}, media_type="application/json"
+        )
         assert [loop["loop_id"] for loop in listed["loops"]] == [loop_id]
-        call_checked(fuzz_headers, "/api/loops/{loop_id}/upcoming", "GET", path_parameters={"loop_id": loop_id},
-                     query={"count": count})
+        call_checked(
+            fuzz_headers,
+            "/api/loops/{loop_id}/upcoming",
+            "GET",
+            path_parameters={"loop_id": loop_id},
+            query={"count": count},
+        )
 
         if "next_at" in view:  # fire the first occurrence, as a scheduler would
             due = from_ms(view["next_at"])
             deliver_runs(claim_due(now=due), now=due)
-        runs = call_checked(fuzz_headers, "/api/loops/{loop_id}/runs", "GET", path_parameters={"loop_id": loop_id},
-                            query={"limit": count})["runs"]
+        runs = call_checked(
+            fuzz_headers,
+            "/api/loops/{loop_id}/runs",
+            "GET",
+            path_parameters={"loop_id": loop_id},
+            query={"limit": count},
+        )["runs"]
         assert len(runs) == ("next_at" in view)
         for run in runs:
             assert run["status"] == "delivered", run
             session_id = run["target_session_id"]
-            call_checked(fuzz_headers, "/api/host/sessions/{session_id}", "GET",
-                         path_parameters={"session_id": session_id})
-            inbox = call_checked(fuzz_headers, "/api/host/sessions/{session_id}/inbox", "GET",
-                                 path_parameters={"session_id": session_id})
+            call_checked(
+                fuzz_headers, "/api/host/sessions/{session_id}", "GET", path_parameters={"session_id": session_id}
+            )
+            inbox = call_checked(
+                fuzz_headers, "/api/host/sessions/{session_id}/inbox", "GET", path_parameters={"session_id": session_id}
+            )
             [message] = [m for m in inbox["messages"] if m["source"]["occurrence_key"] == run["occurrence_key"]]
             if all(xml_char(ch) for ch in view["prompt"]):  # the others: test_contract_gaps.py
                 assert ET.fromstring(message["text"]).findtext("prompt") == view["prompt"]  # contract §7
 
-        deleted = call_checked(fuzz_headers, "/api/tools/loop_delete", "POST", body={"loop_id": loop_id},
-                               media_type="application/json")
+        deleted = call_checked(
+            fuzz_headers, "/api/tools/loop_delete", "POST", body={"loop_id": loop_id}, media_type="application/json"
+        )
         assert deleted == {"deleted": True, "loop_id": loop_id}
-        call_checked(fuzz_headers, "/api/tools/loop_delete", "POST", body={"loop_id": loop_id},
-                     media_type="application/json", expect=404)
+        call_checked(
+            fuzz_headers,
+            "/api/tools/loop_delete",
+            "POST",
+            body={"loop_id": loop_id},
+            media_type="application/json",
+            expect=404,
+        )
         # Runs outlive their loop; with none, the ID is simply unknown.
-        call_checked(fuzz_headers, "/api/loops/{loop_id}/runs", "GET", path_parameters={"loop_id": loop_id},
-                     expect=200 if runs else 404)
+        call_checked(
+            fuzz_headers,
+            "/api/loops/{loop_id}/runs",
+            "GET",
+            path_parameters={"loop_id": loop_id},
+            expect=200 if runs else 404,
+        )
 
     walk_one_loop()

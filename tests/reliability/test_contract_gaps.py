@@ -13,9 +13,16 @@ from loops.delivery import deliver_runs
 from tests.conftest import error_of
 
 
-@pytest.mark.parametrize("method,path", [("PATCH", "/api/health"), ("DELETE", "/api/tools/loop_create"),
-                                         ("GET", "/api/tools/loop_list"), ("POST", "/api/loops/loop_x/runs"),
-                                         ("DELETE", "/api/host/sessions/ses_caller")])
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("PATCH", "/api/health"),
+        ("DELETE", "/api/tools/loop_create"),
+        ("GET", "/api/tools/loop_list"),
+        ("POST", "/api/loops/loop_x/runs"),
+        ("DELETE", "/api/host/sessions/ses_caller"),
+    ],
+)
 def test_unsupported_method_answers_with_the_error_body(api, method, path):
     """contract §3: every 4xx from /api/ carries {"error": {"code", "message"}} as JSON."""
     response = getattr(api.client, method.lower())(path, headers=api.headers())

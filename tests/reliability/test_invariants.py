@@ -21,19 +21,39 @@ def s(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def add_run(loop: Loop, k: int, *, status="delivered", claimed_late=s(0.1), missed=0, message=True,
-            session_id=None, retry_at=None) -> LoopRun:
+def add_run(
+    loop: Loop,
+    k: int,
+    *,
+    status="delivered",
+    claimed_late=s(0.1),
+    missed=0,
+    message=True,
+    session_id=None,
+    retry_at=None,
+) -> LoopRun:
     scheduled = loop.created_at + PERIOD * k
     run = LoopRun.objects.create(
-        run_id=f"run_{loop.loop_id}_{k}", loop_id=loop.loop_id, occurrence_key=f"{loop.loop_id}@{k}",
-        scheduled_at=scheduled, status=status, attempt=1, missed=missed, claimed_at=scheduled + claimed_late,
-        finished_at=scheduled + claimed_late if status == "delivered" else None, retry_at=retry_at,
+        run_id=f"run_{loop.loop_id}_{k}",
+        loop_id=loop.loop_id,
+        occurrence_key=f"{loop.loop_id}@{k}",
+        scheduled_at=scheduled,
+        status=status,
+        attempt=1,
+        missed=missed,
+        claimed_at=scheduled + claimed_late,
+        finished_at=scheduled + claimed_late if status == "delivered" else None,
+        retry_at=retry_at,
     )
     if message:
         InboxMessage.objects.create(
-            message_id=f"msg_{run.run_id}", session_id=session_id or loop.session_id, text="<loop/>",
-            delivery="next_turn", occurrence_key=run.occurrence_key,
-            source={"kind": "loop", "loop_id": loop.loop_id, "run_id": run.run_id}, created_at=run.claimed_at,
+            message_id=f"msg_{run.run_id}",
+            session_id=session_id or loop.session_id,
+            text="<loop/>",
+            delivery="next_turn",
+            occurrence_key=run.occurrence_key,
+            source={"kind": "loop", "loop_id": loop.loop_id, "run_id": run.run_id},
+            created_at=run.claimed_at,
         )
     return run
 
@@ -41,9 +61,17 @@ def add_run(loop: Loop, k: int, *, status="delivered", claimed_late=s(0.1), miss
 @pytest.fixture
 def loop(db) -> Loop:
     """An every-10 s loop created at T0, delivered at T0+10 and T0+20, next due at T0+30."""
-    loop = Loop.objects.create(loop_id="loop_a", prompt="p", kind="every", every_seconds=10, session_id="ses_a",
-                               created_by_session_id="ses_a", created_at=T0, next_at=T0 + s(30),
-                               state=LoopState.SCHEDULED)
+    loop = Loop.objects.create(
+        loop_id="loop_a",
+        prompt="p",
+        kind="every",
+        every_seconds=10,
+        session_id="ses_a",
+        created_by_session_id="ses_a",
+        created_at=T0,
+        next_at=T0 + s(30),
+        state=LoopState.SCHEDULED,
+    )
     add_run(loop, 1)
     add_run(loop, 2)
     return loop

@@ -36,8 +36,9 @@ pytestmark = [
     pytest.mark.process,
     pytest.mark.django_db(transaction=True),
     # (on the PostgreSQL pass without a server, tests/conftest.py skips it with that reason)
-    pytest.mark.skipif(not getattr(settings, "POSTGRES_PASS", False),
-                       reason="a PostgreSQL server restart needs the PostgreSQL pass"),
+    pytest.mark.skipif(
+        not getattr(settings, "POSTGRES_PASS", False), reason="a PostgreSQL server restart needs the PostgreSQL pass"
+    ),
 ]
 
 # Long enough for several 1 s loop periods to pass unclaimed (anti-burst must fold them) and for
@@ -95,9 +96,16 @@ def private_database(private_postgres, transactional_db):
     """
     url = private_postgres.create_database("dshloop")
     migrate = subprocess.run(
-        [sys.executable, str(MANAGE), "migrate", "--noinput"], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": url,
-             "DJANGO_SECRET_KEY": settings.SECRET_KEY},
+        [sys.executable, str(MANAGE), "migrate", "--noinput"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "dshloop.settings",
+            "DATABASE_URL": url,
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        },
     )
     assert migrate.returncode == 0, migrate.stdout + migrate.stderr
     with default_connection_at(url):
@@ -106,8 +114,11 @@ def private_database(private_postgres, transactional_db):
 
 def loops_delivered_since(loops, moment: datetime) -> set[str]:
     """The loops with a delivered run claimed at or after `moment`."""
-    return set(LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in loops], status="delivered",
-                                      claimed_at__gte=moment).values_list("loop_id", flat=True))
+    return set(
+        LoopRun.objects.filter(
+            loop_id__in=[loop.loop_id for loop in loops], status="delivered", claimed_at__gte=moment
+        ).values_list("loop_id", flat=True)
+    )
 
 
 DELIVERED_LINE = re.compile(r"loop=\S+ scheduled=(\S+) outcome=delivered")
@@ -119,7 +130,8 @@ def delivered_since(output: str, moment: datetime) -> int:
 
 
 def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
-        private_postgres, private_database, tmp_path, make_session):
+    private_postgres, private_database, tmp_path, make_session
+):
     """The clocks back off while the database is gone (no crash, no crash loop), then every loop
     is delivered again with anti-burst: the occurrences missed during the outage are folded into
     `missed`, not replayed one by one."""
@@ -129,8 +141,12 @@ def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
     try:
         started = schedulers.start_ready(2)
         loops = make_loops(100, every=1, sessions=sessions)
-        wait_for(lambda: delivered_at_least(loops, 2), timeout=30, interval=0.2,
-                 message="two deliveries per loop before the restart")
+        wait_for(
+            lambda: delivered_at_least(loops, 2),
+            timeout=30,
+            interval=0.2,
+            message="two deliveries per loop before the restart",
+        )
 
         # The fault: a fast shutdown cuts every connection; for OUTAGE_SECONDS the schedulers'
         # reconnects are refused; then the server comes back on the same port.
@@ -141,11 +157,19 @@ def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
         private_postgres.start()
         connection.close()  # this process's connection died with the server
 
-        wait_for(lambda: len(loops_delivered_since(loops, back_at)) == len(loops), timeout=40, interval=0.2,
-                 message="every loop to be delivered again after the restart")
+        wait_for(
+            lambda: len(loops_delivered_since(loops, back_at)) == len(loops),
+            timeout=40,
+            interval=0.2,
+            message="every loop to be delivered again after the restart",
+        )
         # Both schedulers recovered, not just one of them: each delivers new occurrences again.
-        wait_for(lambda: all(delivered_since(s.output(), back_at - timedelta(seconds=1)) for s in started),
-                 timeout=30, interval=0.2, message="each scheduler to deliver again after the restart")
+        wait_for(
+            lambda: all(delivered_since(s.output(), back_at - timedelta(seconds=1)) for s in started),
+            timeout=30,
+            interval=0.2,
+            message="each scheduler to deliver again after the restart",
+        )
         assert all(scheduler.running() for scheduler in started), "a scheduler died with the database"
 
         until = timezone.now() - timedelta(seconds=1)
@@ -171,8 +195,9 @@ def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
         # Anti-burst: nothing scheduled inside the outage was delivered one by one. A claim before
         # it takes an occurrence due by stopped_at; one after it takes the latest due occurrence,
         # less than a period before back_at; the occurrences in between exist only as `missed`.
-        replayed = [run.occurrence_key for run in runs
-                    if stopped_at < run.scheduled_at < back_at - timedelta(seconds=1)]
+        replayed = [
+            run.occurrence_key for run in runs if stopped_at < run.scheduled_at < back_at - timedelta(seconds=1)
+        ]
         assert not replayed, f"occurrences of the outage replayed one by one: {replayed[:5]}"
         # ...and each loop's first delivery after the outage counts what it folded (the outage is
         # several periods long, so every loop missed some).

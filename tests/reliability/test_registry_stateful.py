@@ -39,9 +39,11 @@ seconds = st.one_of(st.integers(1, 10**6), st.integers(10**6, MAX_SAFE_INTEGER))
 schedules = st.one_of(
     st.builds(lambda n: {"kind": "every", "every_seconds": n}, seconds),
     st.builds(lambda n: {"kind": "after", "after_seconds": n}, seconds),
-    st.builds(lambda expr, tz: {"kind": "cron", "expr": expr, **({"tz": tz} if tz else {})},
-              st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "30 2 * * *", "@daily", "0 0 29 2 *"]),
-              st.sampled_from([None, "UTC", "Asia/Shanghai", "America/New_York", "Europe/Berlin"])),
+    st.builds(
+        lambda expr, tz: {"kind": "cron", "expr": expr, **({"tz": tz} if tz else {})},
+        st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "30 2 * * *", "@daily", "0 0 29 2 *"]),
+        st.sampled_from([None, "UTC", "Asia/Shanghai", "America/New_York", "Europe/Berlin"]),
+    ),
 )
 # (what loop_create gets as session_id, or None to omit it) — resolved against the caller below.
 targets = st.sampled_from([None, "self", "new", "ses_caller", "ses_other", "ses_global", "caller-by-id"])
@@ -79,8 +81,15 @@ class RegistryMachine(RuleBasedStateMachine):
         response = self.call("loop_list", {"session_id": "global"}, "ses_caller")
         assert response.status_code == 200 and response.json() == {"loops": []}
 
-    @rule(target=live, caller=st.sampled_from(CALLERS), target_choice=targets, schedule=schedules,
-          prompt=prompts, v1_alias=st.booleans(), with_preset=st.booleans())
+    @rule(
+        target=live,
+        caller=st.sampled_from(CALLERS),
+        target_choice=targets,
+        schedule=schedules,
+        prompt=prompts,
+        v1_alias=st.booleans(),
+        with_preset=st.booleans(),
+    )
     def create(self, caller, target_choice, schedule, prompt, v1_alias, with_preset):
         body = {"prompt": prompt}
         if v1_alias and schedule["kind"] == "every":
@@ -107,14 +116,18 @@ class RegistryMachine(RuleBasedStateMachine):
         self.ever_created.add(loop_id)
         return loop_id
 
-    @rule(target=live, caller=st.sampled_from(CALLERS), target_choice=st.sampled_from(["self", None]),
-          schedule=schedules)
+    @rule(
+        target=live, caller=st.sampled_from(CALLERS), target_choice=st.sampled_from(["self", None]), schedule=schedules
+    )
     def create_for_self_or_caller(self, caller, target_choice, schedule):
         """The targets whose list membership is subtle: `self` shows in the global interface's list."""
         return self.create(caller, target_choice, schedule, "ping", v1_alias=False, with_preset=False)
 
-    @rule(caller=st.sampled_from(CALLERS + [None]), selector=st.sampled_from(["mine", "exact"]),
-          session_id=st.sampled_from(CALLERS + ["ses_nobody"]))
+    @rule(
+        caller=st.sampled_from(CALLERS + [None]),
+        selector=st.sampled_from(["mine", "exact"]),
+        session_id=st.sampled_from(CALLERS + ["ses_nobody"]),
+    )
     def list_for_a_session(self, caller, selector, session_id):
         """{} lists the caller's loops, {"session_id": X} those of X (spec §2.2)."""
         if selector == "mine":
@@ -129,15 +142,24 @@ class RegistryMachine(RuleBasedStateMachine):
         assert response.status_code == 200, response.content
         assert {loop["loop_id"] for loop in response.json()["loops"]} == self.expected_for(session_id)
 
-    @rule(caller=st.sampled_from(CALLERS), case=st.sampled_from([
-        # (tool, body, code): inputs that change nothing (spec §2.2, §2.3, §9).
-        ("loop_create", {"session_id": "global"}, "invalid_input"),  # a list selector, not a target
-        ("loop_create", {"session_id": "Self"}, "unknown_session"),  # reserved values are case-sensitive
-        ("loop_create", {"session_id": "ses_caller", "preset": "coder"}, "invalid_input"),  # preset only with new
-        ("loop_list", {"session_id": "self"}, "invalid_input"),  # a target, not a list scope
-        ("loop_list", {"session_id": "new"}, "invalid_input"),
-        ("loop_delete", {"loop_id": "loop_never_created"}, "unknown_loop"),
-    ]))
+    @rule(
+        caller=st.sampled_from(CALLERS),
+        case=st.sampled_from(
+            [
+                # (tool, body, code): inputs that change nothing (spec §2.2, §2.3, §9).
+                ("loop_create", {"session_id": "global"}, "invalid_input"),  # a list selector, not a target
+                ("loop_create", {"session_id": "Self"}, "unknown_session"),  # reserved values are case-sensitive
+                (
+                    "loop_create",
+                    {"session_id": "ses_caller", "preset": "coder"},
+                    "invalid_input",
+                ),  # preset only with new
+                ("loop_list", {"session_id": "self"}, "invalid_input"),  # a target, not a list scope
+                ("loop_list", {"session_id": "new"}, "invalid_input"),
+                ("loop_delete", {"loop_id": "loop_never_created"}, "unknown_loop"),
+            ]
+        ),
+    )
     def refused_input_changes_nothing(self, caller, case):
         tool, body, code = case
         if tool == "loop_create":
@@ -172,8 +194,10 @@ class RegistryMachine(RuleBasedStateMachine):
         assert set(ids) == set(self.active)
         assert not set(ids) & self.ever_deleted, "a deleted loop came back"
         # contract §3: next_at ascending (absent last), then created_at, then loop_id.
-        keys = [(loop.get("next_at") is None, loop.get("next_at") or 0, loop["created_at"], loop["loop_id"])
-                for loop in loops]
+        keys = [
+            (loop.get("next_at") is None, loop.get("next_at") or 0, loop["created_at"], loop["loop_id"])
+            for loop in loops
+        ]
         assert keys == sorted(keys), keys
 
 
@@ -185,6 +209,12 @@ def test_registry_keeps_spec_2_invariants_under_random_create_list_delete(tools_
     RegistryMachine.api = ApiClient(tools_token)
     run_state_machine_as_test(
         RegistryMachine,
-        settings=settings(max_examples=50, stateful_step_count=30, deadline=None, derandomize=True,
-                          database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+        settings=settings(
+            max_examples=50,
+            stateful_step_count=30,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
     )

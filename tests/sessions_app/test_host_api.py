@@ -24,15 +24,22 @@ def get_session(host_api, session_id: str):
 
 
 def source(occurrence_key: str) -> dict:
-    return {"kind": "loop", "loop_id": "loop_1", "run_id": "run_1", "occurrence_key": occurrence_key,
-            "scheduled_at": 1_700_000_000_000}
+    return {
+        "kind": "loop",
+        "loop_id": "loop_1",
+        "run_id": "run_1",
+        "occurrence_key": occurrence_key,
+        "scheduled_at": 1_700_000_000_000,
+    }
 
 
 # --- sessions ---------------------------------------------------------------------------------
 
+
 def test_put_creates_a_session_and_returns_its_shape(host_api):
-    body = put_session(host_api, "ses_a", user_title="Release", status="running", preset="coder", model="m1",
-                       global_interface=False)
+    body = put_session(
+        host_api, "ses_a", user_title="Release", status="running", preset="coder", model="m1", global_interface=False
+    )
     assert set(body) == HOST_SESSION_KEYS
     assert body["session_id"] == "ses_a"
     assert body["title"] == "Release"
@@ -44,8 +51,12 @@ def test_put_creates_a_session_and_returns_its_shape(host_api):
 
 def test_put_with_an_empty_body_creates_an_idle_untitled_session(host_api):
     body = put_session(host_api, "ses_bare")
-    assert body == {"session_id": "ses_bare", "status": "idle", "updated_at": body["updated_at"],
-                    "global_interface": False}
+    assert body == {
+        "session_id": "ses_bare",
+        "status": "idle",
+        "updated_at": body["updated_at"],
+        "global_interface": False,
+    }
 
 
 def test_put_updates_only_the_given_fields(host_api):
@@ -156,6 +167,7 @@ def test_global_interface_makes_self_a_loop_target(api, host_api):
 
 # --- presets ----------------------------------------------------------------------------------
 
+
 def test_put_preset_defaults_to_mountable(host_api):
     response = host_api.put("/api/host/presets/coder", {})
     assert response.status_code == 200
@@ -186,8 +198,7 @@ def test_put_preset_name_with_surrounding_whitespace_or_controls_is_422(host_api
 
 
 def test_preset_mountability_decides_loop_create_with_new(api, host_api):
-    create = {"prompt": "p", "schedule": {"kind": "every", "every_seconds": 60}, "session_id": "new",
-              "preset": "coder"}
+    create = {"prompt": "p", "schedule": {"kind": "every", "every_seconds": 60}, "session_id": "new", "preset": "coder"}
     assert error_of(api.tool("loop_create", create))["code"] == "unknown_preset"
     host_api.put("/api/host/presets/coder", {"mountable": False})
     assert error_of(api.tool("loop_create", create))["code"] == "unknown_preset"
@@ -196,6 +207,7 @@ def test_preset_mountability_decides_loop_create_with_new(api, host_api):
 
 
 # --- inbox ------------------------------------------------------------------------------------
+
 
 def test_inbox_of_a_known_session_starts_empty(host_api):
     put_session(host_api, "ses_a")

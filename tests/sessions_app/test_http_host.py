@@ -65,8 +65,9 @@ def test_check_session_status_never_resumes_a_cold_session(refhost, http):
 
 
 def test_list_sessions_merges_live_sessions_with_cached_cold_ones(refhost, http):
-    SessionHeader.objects.create(session_id="ses_cached_cold", status="cold", updated_at="2020-01-01T00:00:00Z",
-                                 generated_title="From the cache")
+    SessionHeader.objects.create(
+        session_id="ses_cached_cold", status="cold", updated_at="2020-01-01T00:00:00Z", generated_title="From the cache"
+    )
     refhost.put_session("ses_live", status="running", first_prompt="Watch the deploy\nand report")
 
     sessions = {s.session_id: s for s in http.list_sessions(limit=10)}
@@ -77,8 +78,13 @@ def test_list_sessions_merges_live_sessions_with_cached_cold_ones(refhost, http)
 
 
 def test_list_sessions_writes_the_cache_in_one_statement_whatever_the_number_of_sessions(refhost, http):
-    SessionHeader.objects.create(session_id="ses_000", status="cold", updated_at="2020-01-01T00:00:00Z",
-                                 created_for="loop_1@1000", generated_title="Old title")
+    SessionHeader.objects.create(
+        session_id="ses_000",
+        status="cold",
+        updated_at="2020-01-01T00:00:00Z",
+        created_for="loop_1@1000",
+        generated_title="Old title",
+    )
     refhost.put_session("ses_000", status="running", user_title="Now titled")
     refhost.put_session("ses_001", status="idle")
     with CaptureQueriesContext(connection) as two:
@@ -176,7 +182,11 @@ def test_a_global_session_named_by_id_only_is_read_from_its_session(refhost, htt
     session = http.global_session()
 
     assert (session.session_id, session.status, session.preset, session.title) == (
-        "ses_ui", "cold", "p", "Global interface")
+        "ses_ui",
+        "cold",
+        "p",
+        "Global interface",
+    )
     assert refhost.calls[-2:] == [("GET", "/global-session"), ("GET", "/sessions/ses_ui")]
     assert SessionHeader.objects.get(session_id="ses_ui").status == "cold"  # cached as any other read
     # The host names a session it then does not know: no global interface, as a 404 would say.
@@ -202,11 +212,14 @@ def test_create_session_and_resume(refhost, http):
     assert (resumed.status, resumed.preset, resumed.model) == ("idle", "keep", "keep-m")
 
 
-@pytest.mark.parametrize("fault, words", [
-    ("error500", "answered 500"),
-    ("malformed", "malformed JSON"),
-    ("hang", "did not answer"),
-])
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ("error500", "answered 500"),
+        ("malformed", "malformed JSON"),
+        ("hang", "did not answer"),
+    ],
+)
 def test_host_faults_are_transient_errors_with_the_hosts_message(refhost, http, fault, words):
     refhost.put_session("ses_a")
     refhost.hang_seconds = 1.5
@@ -239,5 +252,6 @@ def test_tools_answer_target_unavailable_when_the_host_cannot_be_reached(refhost
     settings.DSHLOOP_HOST, settings.DSHLOOP_HOST_URL, settings.DSHLOOP_HOST_TOKEN = "http", refhost.url, refhost.token
     refhost.stop()
     response = ApiClient(tools_token, "ses_me").tool(
-        "loop_create", {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 60}})
+        "loop_create", {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 60}}
+    )
     assert response.status_code == 409 and error_of(response)["code"] == "target_unavailable"

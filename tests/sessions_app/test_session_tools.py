@@ -23,12 +23,9 @@ def at(minutes: int) -> datetime:
 @pytest.fixture
 def sessions(api):
     """Three sessions at known times, on top of the caller's own (which is the newest)."""
-    session_upsert(session_id="ses_cold", changes={"status": "cold", "first_prompt": "Refactor the parser"},
-                   now=at(1))
-    session_upsert(session_id="ses_idle", changes={"status": "idle", "generated_title": "Fix flaky tests"},
-                   now=at(2))
-    session_upsert(session_id="ses_running", changes={"status": "running", "user_title": "Release 2.0"},
-                   now=at(3))
+    session_upsert(session_id="ses_cold", changes={"status": "cold", "first_prompt": "Refactor the parser"}, now=at(1))
+    session_upsert(session_id="ses_idle", changes={"status": "idle", "generated_title": "Fix flaky tests"}, now=at(2))
+    session_upsert(session_id="ses_running", changes={"status": "running", "user_title": "Release 2.0"}, now=at(3))
 
 
 def listed(api, **body) -> list[dict]:
@@ -48,6 +45,7 @@ def header_rows() -> list[dict]:
 
 
 # --- list_sessions ----------------------------------------------------------------------------
+
 
 def test_list_sessions_lists_live_and_cold_sessions(api, sessions):
     statuses = {view["session_id"]: view["status"] for view in listed(api)}
@@ -104,8 +102,12 @@ def test_list_sessions_rejects_unknown_properties(api):
 
 def test_session_view_has_exactly_the_spec_fields(api, sessions):
     view = next(v for v in listed(api) if v["session_id"] == "ses_running")
-    assert view == {"session_id": "ses_running", "title": "Release 2.0", "status": "running",
-                    "updated_at": "2025-03-01T12:03:00.000+00:00"}
+    assert view == {
+        "session_id": "ses_running",
+        "title": "Release 2.0",
+        "status": "running",
+        "updated_at": "2025-03-01T12:03:00.000+00:00",
+    }
 
 
 def test_session_view_omits_title_when_the_fold_yields_none(api, make_session):
@@ -164,6 +166,7 @@ def test_list_sessions_is_read_only(api, sessions):
 
 
 # --- check_session_status ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("session_id,status", [("ses_running", "running"), ("ses_idle", "idle"), ("ses_cold", "cold")])
 def test_check_session_status_reports_the_session(api, sessions, session_id, status):

@@ -14,6 +14,7 @@ ELLIPSIS = "…"
 
 # --- the fold ---------------------------------------------------------------------------------
 
+
 def test_user_title_wins_over_generated_and_first_prompt():
     assert fold_title(user_title="Mine", generated_title="Generated", first_prompt="Prompt") == "Mine"
 
@@ -50,6 +51,7 @@ def test_a_long_user_title_is_kept_whole():
 
 
 # --- the deterministic first-prompt fallback --------------------------------------------------
+
 
 def test_fallback_is_the_first_non_blank_line():
     assert first_prompt_title("\n\n   \nCheck the deploy\nthen the logs") == "Check the deploy"

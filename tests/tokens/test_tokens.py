@@ -31,6 +31,7 @@ def status_of(token: str, path: str) -> int:
 
 # --- storage ----------------------------------------------------------------------------------
 
+
 def test_token_is_stored_only_as_a_hash(db):
     token, raw = token_create(name="agent", scopes=["tools"])
     stored = ApiToken.objects.get(pk=token.pk)
@@ -67,6 +68,7 @@ def test_duplicate_scopes_are_stored_once(db):
 
 
 # --- authentication ---------------------------------------------------------------------------
+
 
 def test_token_authenticate_finds_the_token_by_its_raw_value(db):
     token, raw = token_create(name="t", scopes=["tools"])
@@ -135,6 +137,7 @@ def test_token_in_another_scheme_or_shape_is_401(db, template):
 
 
 # --- manage.py create_api_token ---------------------------------------------------------------
+
 
 def test_create_api_token_prints_the_token_alone_on_the_last_line(db):
     last, lines = create_api_token()

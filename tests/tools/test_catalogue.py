@@ -145,9 +145,13 @@ def test_openapi_document_is_served_with_every_operation(tools_token):
     assert response.status_code == 200
     paths = response.json()["paths"]
     assert set(paths) == {
-        "/api/tools", *(f"/api/tools/{name}" for name in MODELS),
-        "/api/loops/{loop_id}/runs", "/api/loops/{loop_id}/upcoming",
-        "/api/host/sessions/{session_id}", "/api/host/sessions/{session_id}/inbox", "/api/host/presets/{name}",
+        "/api/tools",
+        *(f"/api/tools/{name}" for name in MODELS),
+        "/api/loops/{loop_id}/runs",
+        "/api/loops/{loop_id}/upcoming",
+        "/api/host/sessions/{session_id}",
+        "/api/host/sessions/{session_id}/inbox",
+        "/api/host/presets/{name}",
         "/api/health",
     }
     assert set(paths["/api/host/sessions/{session_id}"]) == {"get", "put"}

@@ -64,8 +64,9 @@ def test_time_in_seconds_maps_to_an_every_schedule_targeting_the_caller(api):
 
 
 def test_time_in_seconds_with_schedule_is_rejected_and_creates_nothing(api):
-    response = api.tool("loop_create", {"prompt": "p", "time_in_seconds": 60,
-                                        "schedule": {"kind": "every", "every_seconds": 60}})
+    response = api.tool(
+        "loop_create", {"prompt": "p", "time_in_seconds": 60, "schedule": {"kind": "every", "every_seconds": 60}}
+    )
     assert response.status_code == 422
     assert error_of(response)["field"] == "time_in_seconds"
     assert not Loop.objects.exists()

@@ -83,8 +83,9 @@ def check_request(scope: Scope) -> ApiError | None:
     try:
         request.get_host()
     except DisallowedHost:
-        return InvalidInput("The Host header is not one this server answers to; see DJANGO_ALLOWED_HOSTS.",
-                            field="Host", status=400)
+        return InvalidInput(
+            "The Host header is not one this server answers to; see DJANGO_ALLOWED_HOSTS.", field="Host", status=400
+        )
     close_old_connections()
     try:
         if tools_auth(request) is None:  # a header that is not "Bearer <token>": ninja's 401
@@ -99,11 +100,13 @@ def check_request(scope: Scope) -> ApiError | None:
 async def send_error(send: Send, error: ApiError, *, rpc_code: int = INVALID_REQUEST) -> None:
     """The HTTP status of the REST API, and a body that MCP clients can show: a JSON-RPC error whose
     message names the contract's code and whose data is the contract's error body."""
-    body = json.dumps({
-        "jsonrpc": "2.0",
-        "id": None,  # the request was refused before its body was read
-        "error": {"code": rpc_code, "message": f"{error.code}: {error.message}", "data": error.body()},
-    }).encode()
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,  # the request was refused before its body was read
+            "error": {"code": rpc_code, "message": f"{error.code}: {error.message}", "data": error.body()},
+        }
+    ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if error.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="dshloop"'))  # RFC 6750 §3
@@ -141,9 +144,14 @@ class McpHttpApp:
         method = scope.get("method", "GET")
         if method != "POST":
             # The SDK would hold a GET open as an event stream on which nothing is ever sent.
-            await send_error(send, ApiError(f"{method} is not allowed here; use POST: this MCP endpoint is stateless "
-                                            "and answers with JSON, so it has no event stream and no session to end.",
-                                            status=405))
+            await send_error(
+                send,
+                ApiError(
+                    f"{method} is not allowed here; use POST: this MCP endpoint is stateless "
+                    "and answers with JSON, so it has no event stream and no session to end.",
+                    status=405,
+                ),
+            )
             return
         body = await read_body(scope, receive)
         if isinstance(body, ApiError):
@@ -159,8 +167,9 @@ def body_limit() -> int:
 
 
 def too_large() -> ApiError:
-    return ApiError(f"The request body is too large: at most {body_limit():,} bytes are read.",
-                    status=413, code="too_large")
+    return ApiError(
+        f"The request body is too large: at most {body_limit():,} bytes are read.", status=413, code="too_large"
+    )
 
 
 async def read_body(scope: Scope, receive: Receive) -> bytes | ApiError | None:
@@ -197,4 +206,3 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return pending.pop() if pending else await receive()
 
     return replayed
-

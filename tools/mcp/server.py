@@ -34,7 +34,7 @@ SERVER_NAME = "dshloop"
 INSTRUCTIONS = (
     "dshloop sends prompts to agent sessions on a schedule: every N seconds, once after N seconds, or on "
     "a cron expression in a time zone. Use loop_create to schedule (to yourself by default, to the global "
-    "interface with \"self\", to a fresh session per run with \"new\", or to any session ID), loop_list and "
+    'interface with "self", to a fresh session per run with "new", or to any session ID), loop_list and '
     "loop_delete to manage loops, list_sessions and check_session_status to find sessions. A failed call "
     "returns an error whose JSON says the code, the message and the field to fix."
 )
@@ -43,15 +43,20 @@ INSTRUCTIONS = (
 # sessions, so none of the tools is open-world. Deleting twice leaves the same state: idempotent.
 _HINTS: dict[str, types.ToolAnnotations] = {
     "loop_create": types.ToolAnnotations(
-        title="Create a loop", read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-        open_world_hint=False),
+        title="Create a loop",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=False,
+        open_world_hint=False,
+    ),
     "loop_list": types.ToolAnnotations(title="List loops", read_only_hint=True, open_world_hint=False),
     "loop_delete": types.ToolAnnotations(
-        title="Delete a loop", read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-        open_world_hint=False),
+        title="Delete a loop", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
     "list_sessions": types.ToolAnnotations(title="List sessions", read_only_hint=True, open_world_hint=False),
     "check_session_status": types.ToolAnnotations(
-        title="Check a session's status", read_only_hint=True, open_world_hint=False),
+        title="Check a session's status", read_only_hint=True, open_world_hint=False
+    ),
 }
 assert _HINTS.keys() == {tool.name for tool in TOOLS}, "every catalogued tool needs its MCP hints"
 
@@ -72,6 +77,7 @@ def tool_definitions() -> list[types.Tool]:
 
 TOOL_DEFINITIONS = tool_definitions()
 _INPUT_SCHEMAS = {tool.name: tool.input_schema for tool in TOOL_DEFINITIONS}
+
 
 def _call_in_thread(name: str, arguments: dict[str, Any] | None, caller_session_id: str | None) -> dict:
     # What Django does around each request (request_started/finished): drop connections that are

@@ -10,8 +10,10 @@ from .server import INSTRUCTIONS, build_server
 def stdio_instructions(session_id: str | None) -> str:
     if session_id:
         return f"{INSTRUCTIONS} Your session is {session_id!r}: an omitted session_id means this session."
-    return (f"{INSTRUCTIONS} This server was started without --session, so there is no current session: "
-            "name a session_id when you create or list loops.")
+    return (
+        f"{INSTRUCTIONS} This server was started without --session, so there is no current session: "
+        "name a session_id when you create or list loops."
+    )
 
 
 async def serve_stdio(*, session_id: str | None) -> None:

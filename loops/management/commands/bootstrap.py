@@ -23,8 +23,10 @@ GLOBAL_SESSION_TITLE = "Global interface"
 
 
 class Command(BaseCommand):
-    help = ("Ensure an admin user, an API token and (embedded host) a global interface session exist, "
-            "printing each the first time.")
+    help = (
+        "Ensure an admin user, an API token and (embedded host) a global interface session exist, "
+        "printing each the first time."
+    )
 
     def handle(self, *args, **options):
         User = get_user_model()
@@ -50,4 +52,4 @@ class Command(BaseCommand):
         if not SessionHeader.objects.filter(session_id=session_id).exists():
             changes["user_title"] = GLOBAL_SESSION_TITLE  # an existing session keeps its own title
         session_upsert(session_id=session_id, changes=changes)
-        self.stdout.write(f"Global interface session created: {session_id} (the target \"self\")")
+        self.stdout.write(f'Global interface session created: {session_id} (the target "self")')

@@ -41,8 +41,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="the v1 export file (JSON list)")
-        parser.add_argument("--dry-run", action="store_true",
-                            help="validate and report what would happen, but write nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="validate and report what would happen, but write nothing"
+        )
 
     def handle(self, *args, path: str, dry_run: bool, **options):
         try:
@@ -62,7 +63,8 @@ class Command(BaseCommand):
             ) from exc
         imported, present, invalid = totals["imported"], totals["already_present"], totals["invalid"]
         if dry_run:
-            self.stdout.write(f"dry run: would import {imported}, already present {present}, invalid {invalid}; "
-                              "nothing was written")
+            self.stdout.write(
+                f"dry run: would import {imported}, already present {present}, invalid {invalid}; nothing was written"
+            )
         else:
             self.stdout.write(f"imported {imported}, already present {present}, invalid {invalid}")

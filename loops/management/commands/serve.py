@@ -103,8 +103,9 @@ class SchedulerSupervisor:
         try:
             process.wait(timeout=STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
-            logger.warning("scheduler (runloops, pid %d) did not stop within %gs: killing it",
-                           process.pid, STOP_TIMEOUT)
+            logger.warning(
+                "scheduler (runloops, pid %d) did not stop within %gs: killing it", process.pid, STOP_TIMEOUT
+            )
             process.kill()  # its cluster's processes die with it (runloops: die_with_parent)
             process.wait()
 
@@ -153,9 +154,16 @@ class Command(BaseCommand):
             # uvicorn traps SIGINT/SIGTERM while it serves, shuts down, then raises the signal again:
             # our handlers turn it into the KeyboardInterrupt below.
             # By its import path (uvicorn imports it): the engine does not import the project's assembly.
-            Server(uvicorn.Config(
-                "dshloop.asgi:application", host=host, port=port, lifespan="on", timeout_graceful_shutdown=5,
-            ), stopping=scheduler.stopping).run()
+            Server(
+                uvicorn.Config(
+                    "dshloop.asgi:application",
+                    host=host,
+                    port=port,
+                    lifespan="on",
+                    timeout_graceful_shutdown=5,
+                ),
+                stopping=scheduler.stopping,
+            ).run()
         except KeyboardInterrupt:
             pass
         finally:

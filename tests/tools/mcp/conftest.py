@@ -35,8 +35,14 @@ MODES = ["legacy", "auto"]  # the initialize handshake (today's clients) and the
 def child_env() -> dict:
     """A child process on the test database and the embedded host, whatever this shell exports
     (with the test's secret key: settings refuse PostgreSQL without one)."""
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "dshloop.settings", "DATABASE_URL": test_database_url(),
-            "DJANGO_SECRET_KEY": settings.SECRET_KEY, "DSHLOOP_HOST": "local", "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "dshloop.settings",
+        "DATABASE_URL": test_database_url(),
+        "DJANGO_SECRET_KEY": settings.SECRET_KEY,
+        "DSHLOOP_HOST": "local",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def free_port() -> int:
@@ -66,14 +72,30 @@ class HttpServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"http-{self.port}.log"
-        self.argv = argv or [sys.executable, "-m", "uvicorn", "dshloop.asgi:application",
-                             "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "on"]
+        self.argv = argv or [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "dshloop.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--lifespan",
+            "on",
+        ]
         self.process: subprocess.Popen | None = None
 
     def start(self) -> HttpServer:
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(),
-                                            cwd=settings.BASE_DIR, start_new_session=True)
+            self.process = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+                cwd=settings.BASE_DIR,
+                start_new_session=True,
+            )
         wait_until_serving(self.url, self.process, self.log_path)
         return self
 
@@ -113,8 +135,9 @@ class Connector:
     async def __call__(self, *, session_id: str | None = None, mode: str = "auto", token: str | None = None):
         if self.transport == "stdio":
             args = [str(MANAGE), "mcp"] + (["--session", session_id] if session_id is not None else [])
-            params = StdioServerParameters(command=sys.executable, args=args, env=child_env(),
-                                           cwd=str(settings.BASE_DIR))
+            params = StdioServerParameters(
+                command=sys.executable, args=args, env=child_env(), cwd=str(settings.BASE_DIR)
+            )
             with open(self.log_dir / f"stdio-{time.monotonic_ns()}.log", "w") as errlog:
                 async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
                     yield client

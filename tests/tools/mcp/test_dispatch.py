@@ -28,18 +28,21 @@ def answer(name, arguments, caller):
 
 
 @pytest.mark.both_hosts
-@pytest.mark.parametrize("name, arguments", [
-    ("list_sessions", {}),
-    ("list_sessions", {"limit": 1}),
-    ("check_session_status", {"session_id": "ses_caller"}),
-    ("check_session_status", {"session_id": "ses_gone"}),
-    ("loop_list", {}),
-    ("loop_list", {"session_id": "global"}),
-    ("loop_list", {"session_id": "new"}),
-    ("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "ses_gone"}),
-    ("loop_delete", {"loop_id": "loop_gone"}),
-    ("loop_delete", {}),
-])
+@pytest.mark.parametrize(
+    "name, arguments",
+    [
+        ("list_sessions", {}),
+        ("list_sessions", {"limit": 1}),
+        ("check_session_status", {"session_id": "ses_caller"}),
+        ("check_session_status", {"session_id": "ses_gone"}),
+        ("loop_list", {}),
+        ("loop_list", {"session_id": "global"}),
+        ("loop_list", {"session_id": "new"}),
+        ("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "ses_gone"}),
+        ("loop_delete", {"loop_id": "loop_gone"}),
+        ("loop_delete", {}),
+    ],
+)
 def test_call_tool_answers_as_the_rest_api(api, global_session, name, arguments):
     response = api.tool(name, arguments)
     assert answer(name, arguments, "ses_caller") == response.json()

@@ -17,8 +17,12 @@ from tokens.services import token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -116,8 +120,12 @@ def test_serve_answers_the_api_and_mcp_on_one_port_and_stops_on_sigterm(tmp_path
         assert len(run(scenario)) == 5
         # Stop a scheduler that is running, not one still starting (a SIGTERM before runloops sets
         # its handlers ends it at once, with no graceful stop to see).
-        wait_for(lambda: httpx.get(f"{server.url}/api/health", timeout=10).json()["scheduler"]["alive"],
-                 timeout=30, interval=0.2, message="the scheduler's first heartbeat")
+        wait_for(
+            lambda: httpx.get(f"{server.url}/api/health", timeout=10).json()["scheduler"]["alive"],
+            timeout=30,
+            interval=0.2,
+            message="the scheduler's first heartbeat",
+        )
     finally:
         took = server.stop()
     assert server.process.returncode == 0, server.log()

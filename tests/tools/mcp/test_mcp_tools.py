@@ -63,16 +63,19 @@ def test_create_one_loop_of_each_kind_list_with_each_selector_and_delete(connect
     async def scenario():
         seen = {}
         async with connect(session_id="ses_caller") as client:
+
             async def call(name, arguments):
                 return result_of(await client.call_tool(name, arguments))
 
             seen["every"] = await call("loop_create", {"prompt": "  Check the deploy  ", "schedule": EVERY})
-            seen["after"] = await call("loop_create", {"prompt": "Review the PRs", "schedule": AFTER,
-                                                       "session_id": "new", "preset": "reviewer"})
-            seen["cron"] = await call("loop_create", {"prompt": "Morning report", "schedule": CRON,
-                                                      "session_id": "self"})
-            seen["other"] = await call("loop_create", {"prompt": "Nudge", "schedule": EVERY,
-                                                       "session_id": "ses_other"})
+            seen["after"] = await call(
+                "loop_create",
+                {"prompt": "Review the PRs", "schedule": AFTER, "session_id": "new", "preset": "reviewer"},
+            )
+            seen["cron"] = await call(
+                "loop_create", {"prompt": "Morning report", "schedule": CRON, "session_id": "self"}
+            )
+            seen["other"] = await call("loop_create", {"prompt": "Nudge", "schedule": EVERY, "session_id": "ses_other"})
             seen["mine"] = await call("loop_list", {})
             seen["all"] = await call("loop_list", {"session_id": "global"})
             seen["other_list"] = await call("loop_list", {"session_id": "ses_other"})
@@ -127,18 +130,34 @@ def test_create_one_loop_of_each_kind_list_with_each_selector_and_delete(connect
 # One call per contract error code of the tools (contract §3), and the field it names.
 ERROR_CASES = [
     ("loop_create", {"prompt": "x", "schedule": EVERY, "model": "m2"}, "invalid_input", "model"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 0}}, "invalid_input",
-     "schedule.every_seconds"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "every", "every_seconds": True}}, "invalid_input",
-     "schedule.every_seconds"),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 0}},
+        "invalid_input",
+        "schedule.every_seconds",
+    ),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "every", "every_seconds": True}},
+        "invalid_input",
+        "schedule.every_seconds",
+    ),
     ("loop_create", {"prompt": "   ", "schedule": EVERY}, "invalid_input", "prompt"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 60, "extra": 1}},
-     "invalid_input", "schedule.extra"),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 60, "extra": 1}},
+        "invalid_input",
+        "schedule.extra",
+    ),
     ("loop_create", {"prompt": "x", "schedule": EVERY, "time_in_seconds": 60}, "invalid_input", "time_in_seconds"),
     ("loop_create", {"prompt": "x"}, "invalid_input", "schedule"),
     ("loop_create", {"prompt": "a\x00b", "schedule": EVERY}, "invalid_input", "prompt"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 2**53}}, "invalid_input",
-     "schedule.every_seconds"),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 2**53}},
+        "invalid_input",
+        "schedule.every_seconds",
+    ),
     ("loop_create", {"prompt": "x", "schedule": {"kind": "hourly"}}, "invalid_input", "schedule"),
     ("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "global"}, "invalid_input", "session_id"),
     ("loop_create", {"prompt": "x", "schedule": EVERY, "preset": "reviewer"}, "invalid_input", "preset"),
@@ -149,16 +168,32 @@ ERROR_CASES = [
     ("list_sessions", {"limit": 501}, "invalid_input", "limit"),
     ("check_session_status", {"session_id": "new"}, "invalid_input", "session_id"),
     ("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "ses_nope"}, "unknown_session", "session_id"),
-    ("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "new", "preset": "nope"}, "unknown_preset",
-     "preset"),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": EVERY, "session_id": "new", "preset": "nope"},
+        "unknown_preset",
+        "preset",
+    ),
     ("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "self"}, "target_unavailable", "session_id"),
     ("loop_delete", {"loop_id": "loop_nope"}, "unknown_loop", "loop_id"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "cron", "expr": "61 * * * *"}}, "invalid_cron",
-     "schedule.expr"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}},
-     "invalid_time_zone", "schedule.tz"),
-    ("loop_create", {"prompt": "x", "schedule": {"kind": "cron", "expr": "0 0 30 2 *"}}, "no_future_occurrence",
-     "schedule.expr"),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "cron", "expr": "61 * * * *"}},
+        "invalid_cron",
+        "schedule.expr",
+    ),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}},
+        "invalid_time_zone",
+        "schedule.tz",
+    ),
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "cron", "expr": "0 0 30 2 *"}},
+        "no_future_occurrence",
+        "schedule.expr",
+    ),
 ]
 
 
@@ -184,8 +219,7 @@ def test_without_a_caller_session_there_is_no_current_session(connect, sessions)
         async with connect(session_id=None) as client:
             listed = await client.call_tool("loop_list", {})
             created = await client.call_tool("loop_create", {"prompt": "x", "schedule": EVERY})
-            named = await client.call_tool("loop_create", {"prompt": "x", "schedule": EVERY,
-                                                           "session_id": "ses_other"})
+            named = await client.call_tool("loop_create", {"prompt": "x", "schedule": EVERY, "session_id": "ses_other"})
             return listed, created, named
 
     listed, created, named = run(scenario)

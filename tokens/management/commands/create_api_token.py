@@ -10,7 +10,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--name", default="agent", help="a label to recognise the token by")
         parser.add_argument(
-            "--scope", action="append", choices=SCOPES, dest="scopes",
+            "--scope",
+            action="append",
+            choices=SCOPES,
+            dest="scopes",
             help="tools (the agent tool API, default) or host (the embedded host API); repeatable",
         )
 

@@ -21,9 +21,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--session", dest="session_id", metavar="SESSION_ID",
+            "--session",
+            dest="session_id",
+            metavar="SESSION_ID",
             help="The calling agent's session (what X-DSH-Session-Id is over HTTP). Without it there is no "
-                 "current session: loop_create then needs a session_id and loop_list {} is refused.",
+            "current session: loop_create then needs a session_id and loop_list {} is refused.",
         )
 
     def handle(self, *args, session_id: str | None, **options):
