@@ -52,6 +52,16 @@ test: $(TEST_STAMP)
 	$(PY) -m pytest --ds=tests.settings_postgres $(FAST) $(PYTEST_ARGS)
 	$(PY) -m pytest --ds=tests.settings_postgres $(SLOW) $(PYTEST_ARGS)
 
+# A real DeepSeek Harness host for DSHLOOP_HOST=dsh and the tests marked `dsh` (issue 14): Node 22,
+# pnpm and @deepseek-ai/dsh from the npm registry, into a cache outside the clone (~30 s, 534 MB).
+# Idempotent: a second run finds the install's stamp and does nothing. Another directory:
+# `make dsh DSHLOOP_DSH_DIR=...`, and export DSHLOOP_DSH_DIR for the tests too.
+DSH_DIR := $(or $(DSHLOOP_DSH_DIR),/var/cache/dshloop/dsh-0.1.0-rc.8)
+
+.PHONY: dsh
+dsh:
+	scripts/install-dsh.sh "$(DSH_DIR)"
+
 # Style (ruff check, ruff format --check) and the import layers (import-linter, pyproject.toml).
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .

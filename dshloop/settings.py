@@ -247,11 +247,18 @@ warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {os.path.
 LOGIN_URL = "/admin/login/"
 
 # Agent-session host (contract §1, §5, §6).
-DSHLOOP_HOST = env_choice("DSHLOOP_HOST", "local", {"local", "http"})
+DSHLOOP_HOST = env_choice("DSHLOOP_HOST", "local", {"local", "http", "dsh"})
 DSHLOOP_HOST_URL = env_str("DSHLOOP_HOST_URL")
 DSHLOOP_HOST_TOKEN = env_str("DSHLOOP_HOST_TOKEN")
 if DSHLOOP_HOST == "http" and not DSHLOOP_HOST_URL:
     raise ImproperlyConfigured("DSHLOOP_HOST=http needs DSHLOOP_HOST_URL.")
+# A real DeepSeek Harness host (contract §11): its HTTP API, and the workspace for `new` sessions.
+DSHLOOP_DSH_URL = env_str("DSHLOOP_DSH_URL", "http://127.0.0.1:3080")
+DSHLOOP_DSH_CWD = env_str("DSHLOOP_DSH_CWD")
+if DSHLOOP_DSH_CWD and not os.path.isabs(DSHLOOP_DSH_CWD):
+    raise ImproperlyConfigured(
+        f"DSHLOOP_DSH_CWD must be an absolute path (DSH refuses others), not {DSHLOOP_DSH_CWD!r}."
+    )
 DSHLOOP_HOST_TIMEOUT_SECONDS = env_int("DSHLOOP_HOST_TIMEOUT_SECONDS", 10)
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")

@@ -16,7 +16,7 @@ DELIVER_TASK = "loops.tasks.deliver_runs"
 # than 100 and 200, and a 10k burst is delivered ~1.5x faster); a remote host may hang for its
 # whole timeout, so there each run gets its own task and a slow host can hold at most one run per
 # worker (issue 4: it never stalls the others beyond that).
-DELIVERY_BATCH = {"local": 250, "http": 1}
+DELIVERY_BATCH = {"local": 250, "http": 1, "dsh": 1}
 
 
 def enqueue_deliveries(run_ids: list[str]) -> None:

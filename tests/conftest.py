@@ -273,3 +273,15 @@ def schedulers(transactional_db, tmp_path, host):
     running = Schedulers(tmp_path, **host.scheduler_env())
     yield running
     running.close()
+
+
+@pytest.fixture
+def dsh(tmp_path):
+    """A real DeepSeek Harness host (tests/dsh.py) with its own DSH_HOME under tmp_path, stopped by PID at
+    teardown. Skipped with the reason when DSH is not installed (scripts/install-dsh.sh); under CI=true
+    that fails the test instead."""
+    from .dsh import DshHost, require_dsh_dir
+
+    host = DshHost(require_dsh_dir(), tmp_path / "dsh-home").start()
+    yield host
+    host.stop()

@@ -7,14 +7,19 @@ from functools import cache
 from django.conf import settings
 
 from .base import Host
+from .dsh import DshHost
 from .http import HttpHost
 from .local import LocalHost
 
 
 @cache
-def _host_for(kind: str, url: str, token: str, global_session_id: str, timeout: float) -> Host:
+def _host_for(
+    kind: str, url: str, token: str, global_session_id: str, timeout: float, dsh_url: str, dsh_cwd: str
+) -> Host:
     if kind == "http":
         return HttpHost(url, token, global_session_id=global_session_id, timeout=timeout)
+    if kind == "dsh":
+        return DshHost(dsh_url, cwd=dsh_cwd, global_session_id=global_session_id, timeout=timeout)
     return LocalHost()
 
 
@@ -26,4 +31,6 @@ def get_host() -> Host:
         settings.DSHLOOP_HOST_TOKEN,
         settings.DSHLOOP_GLOBAL_SESSION_ID,
         settings.DSHLOOP_HOST_TIMEOUT_SECONDS,
+        settings.DSHLOOP_DSH_URL,
+        settings.DSHLOOP_DSH_CWD,
     )

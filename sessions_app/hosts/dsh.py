@@ -1,0 +1,329 @@
+"""A real DeepSeek Harness host over its HTTP API (contract §11; ../shared/DSH-HOST.md).
+
+Every call is `POST /api/<method>` with a `client-request` envelope; the answer is HTTP 200 with
+`result.ok` true (a value) or false (an error with a `code`). DSH has no authentication: it answers
+only requests whose Host header is a loopback address (403 otherwise).
+
+What maps to what:
+- sessions <- `session.list` (all sessions, attached and persisted, newest first). The title is
+  `projections.values.title`, DSH's own fold: a title the user set (`session.rename`) is pinned and
+  wins over a generated one; the source is only in the session's history, which is not read here.
+  Status: `running` from the list; otherwise idle when the session has a live agent in the host
+  (`subagent.list {parentSessionId}` -> `parentAvailable`), else cold (DSH-HOST.md §7).
+- resume a cold session <- `session.create {sessionId, cwd}` with its recorded cwd: DSH keeps its
+  stored preset and model (no override, spec §5).
+- `new` <- `session.create {sessionId, cwd: DSHLOOP_DSH_CWD, agentPreset}`, the session ID derived
+  from the occurrence key, so that a retried occurrence adopts the session it made (DSH merges a
+  create of an existing ID into that session).
+- deliver <- `session.prompt` with `steer` for a running target (next step) and `queue` otherwise
+  (next turn), its `rpcId` the occurrence key. DSH does not deduplicate a repeated rpcId, and a
+  prompt still queued when it stops is discarded; so a delivery counts only once a `user/message`
+  with that rpcId is in `session.history`, and before sending, the history is searched for it.
+- presets <- `agentPreset.list` (mountable unless `broken`).
+DSH does not expose a session's model in `session.list`, so the model a `new` session inherits is
+DSH's own default (recorded as the profile default by the caller when it has none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+
+import httpx
+from django.conf import settings
+
+from dshloop.timeutil import from_ms
+from sessions_app.models import SessionHeader, SessionStatus
+from sessions_app.services import session_headers_cache
+
+from ..records import PresetInfo, SessionInfo
+from .base import Delivered, HostError, Message, deliver_each
+
+logger = logging.getLogger("dshloop.hosts")
+
+# Error codes that retrying cannot change (DSH-HOST.md §4, §6, §8); any other is retried.
+PERMANENT_CODES = {
+    "bad-request",
+    "session-not-found",
+    "session-conflict",
+    "agent-preset-not-found",
+    "agent-preset-conflict",
+    "agent-preset-invalid",
+    "workspace-not-found",
+    "title-invalid",
+    "attachment-error",
+    "invalid-time-zone",
+}
+# How long a delivery waits for its message to show in the session's history: an idle session
+# starts its turn at once (about a second); a steered one at the running turn's next step.
+CONFIRM_SECONDS = 8.0
+CONFIRM_POLL = 0.2
+HISTORY_PAGE = 200  # messages per history page when looking for an occurrence's message
+
+
+class DshError(HostError):
+    def __init__(self, message: str, *, code: str = "", transient: bool):
+        super().__init__(message, transient=transient)
+        self.code = code
+
+
+def new_session_id(occurrence_key: str) -> str:
+    """The DSH session for one occurrence of a `new` loop: the same occurrence, the same session."""
+    return "loop-" + hashlib.sha256(occurrence_key.encode()).hexdigest()[:24]
+
+
+class DshHost:
+    transactional = False
+
+    def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
+        self.base_url = base_url.rstrip("/")
+        self.cwd = cwd
+        self.global_session_id = global_session_id
+        self.timeout = timeout
+        self._client: httpx.Client | None = None
+        self._pid = 0
+
+    @property
+    def client(self) -> httpx.Client:
+        # One pool per process: scheduler workers are forked, and a pool must not cross a fork.
+        if self._client is None or self._pid != os.getpid():
+            self._client = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+            self._pid = os.getpid()
+        return self._client
+
+    # -- the wire ------------------------------------------------------------------------------------
+
+    def call(self, method: str, payload: dict, *, rpc_id: str | None = None):
+        """One `POST /api/<method>`; returns the value, or raises DshError (transient or not)."""
+        body = {
+            "type": "client-request",
+            "rpcId": rpc_id or f"dshloop-{time.monotonic_ns()}",
+            "method": method,
+            "payload": payload,
+        }
+        try:
+            response = self.client.post(f"/api/{method}", json=body)
+        except httpx.TimeoutException as exc:
+            raise DshError(f"DSH did not answer {method} within {self.timeout:g} s.", transient=True) from exc
+        except httpx.HTTPError as exc:
+            raise DshError(f"DSH is unreachable at {self.base_url} ({method}): {exc}", transient=True) from exc
+        if response.status_code == 403:
+            raise DshError(
+                f"DSH refused {method} (403): it answers only requests whose Host header is a loopback address "
+                f"(127.0.0.1 or localhost); point DSHLOOP_DSH_URL at one, or start DSH with --trusted-host.",
+                transient=False,
+            )
+        if response.status_code != 200:
+            detail = response.text.strip()[:300] or response.reason_phrase
+            raise DshError(
+                f"DSH answered {response.status_code} to {method}: {detail}", transient=response.status_code >= 500
+            )
+        try:
+            result = response.json()["result"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DshError(f"DSH sent a malformed answer to {method}.", transient=True) from exc
+        if not isinstance(result, dict):
+            raise DshError(f"DSH sent a malformed answer to {method}.", transient=True)
+        if result.get("ok"):
+            return result.get("value")
+        error = result.get("error") if isinstance(result.get("error"), dict) else {}
+        code = str(error.get("code") or "unknown")
+        message = str(error.get("message") or "no message")
+        raise DshError(f"DSH {method} failed with {code}: {message}", code=code, transient=code not in PERMANENT_CODES)
+
+    # -- sessions ----------------------------------------------------------------------------------
+
+    def _items(self) -> list[dict]:
+        value = self.call("session.list", {})
+        items = value.get("items") if isinstance(value, dict) else None
+        if not isinstance(items, list):
+            raise DshError("DSH sent no session list for session.list.", transient=True)
+        return [item for item in items if isinstance(item, dict) and isinstance(item.get("sessionId"), str)]
+
+    def _attached(self, session_id: str) -> bool:
+        value = self.call("subagent.list", {"parentSessionId": session_id})
+        return bool(isinstance(value, dict) and value.get("parentAvailable"))
+
+    def _info(self, item: dict, *, with_status: bool = True) -> SessionInfo:
+        session_id = item["sessionId"]
+        if item.get("running"):
+            status = SessionStatus.RUNNING
+        elif with_status and self._attached(session_id):
+            status = SessionStatus.IDLE
+        else:
+            status = SessionStatus.COLD
+        projections = item.get("projections") if isinstance(item.get("projections"), dict) else {}
+        values = projections.get("values") if isinstance(projections.get("values"), dict) else {}
+        title = values.get("title") if isinstance(values.get("title"), str) else None
+        updated = item.get("updatedAt")
+        updated_at = (
+            from_ms(int(updated)) if isinstance(updated, int | float) and not isinstance(updated, bool) else None
+        )
+        return SessionInfo(
+            session_id=session_id,
+            status=str(status),
+            updated_at=updated_at or from_ms(0),
+            title=title.strip() or None if title else None,
+            preset=item.get("agentPreset") if isinstance(item.get("agentPreset"), str) else "",
+            global_interface=session_id == self.global_session_id,
+        )
+
+    def _cache(self, sessions: list[SessionInfo]) -> None:
+        """Keep the headers the panel and a DSH outage read (one bulk upsert); DSH's folded title is
+        stored as the title a host already folded (as the HTTP host does)."""
+        session_headers_cache(
+            headers=[
+                SessionHeader(
+                    session_id=s.session_id,
+                    status=s.status,
+                    updated_at=s.updated_at,
+                    preset=s.preset,
+                    model=s.model,
+                    user_title=s.title or "",
+                    generated_title="",
+                    first_prompt="",
+                )
+                for s in sessions
+            ]
+        )
+
+    def list_sessions(self, *, limit: int) -> list[SessionInfo]:
+        # session.list has no limit parameter (DSH-HOST.md §9): it is sliced here, newest first.
+        items = sorted(self._items(), key=lambda item: item.get("updatedAt") or 0, reverse=True)[:limit]
+        sessions = [self._info(item) for item in items]
+        self._cache(sessions)
+        return sessions
+
+    def _find(self, session_id: str) -> dict | None:
+        return next((item for item in self._items() if item["sessionId"] == session_id), None)
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        item = self._find(session_id)
+        return None if item is None else self._info(item)
+
+    def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
+        items = [item for item in self._items() if item["sessionId"] in session_ids]
+        return {item["sessionId"]: self._info(item) for item in items}
+
+    def global_session(self) -> SessionInfo | None:
+        # DSH has no global interface: it is configured (contract §11); unset -> none.
+        return self.get_session(self.global_session_id) if self.global_session_id else None
+
+    def get_preset(self, name: str) -> PresetInfo | None:
+        value = self.call("agentPreset.list", {})
+        presets = value.get("presets") if isinstance(value, dict) else None
+        for preset in presets if isinstance(presets, list) else []:
+            if isinstance(preset, dict) and preset.get("id") == name:
+                return PresetInfo(name, not preset.get("broken"))
+        return None
+
+    def resume_session(self, session_id: str) -> SessionInfo:
+        item = self._find(session_id)
+        if item is None:
+            raise DshError(f"DSH has no session {session_id!r} to resume.", code="session-not-found", transient=False)
+        # Its recorded cwd (a different one is session-conflict) and no preset: the stored one wins.
+        self.call("session.create", {"sessionId": session_id, "cwd": item.get("cwd") or self.cwd})
+        session = self.get_session(session_id)
+        if session is None:
+            raise DshError(f"Session {session_id} disappeared while being resumed.", transient=False)
+        return session
+
+    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
+        payload = {"sessionId": new_session_id(source["occurrence_key"])}
+        if self.cwd:
+            payload["cwd"] = self.cwd
+        if preset and preset != settings.DSHLOOP_DEFAULT_PRESET:
+            payload["agentPreset"] = preset  # the profile default: DSH's own default preset
+        value = self.call("session.create", payload)
+        session_id = value.get("sessionId") if isinstance(value, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise DshError("DSH created a session but sent no sessionId.", transient=True)
+        return session_id
+
+    # -- delivery ----------------------------------------------------------------------------------
+
+    def _events_since(self, session_id: str, since_ms: int) -> list[dict]:
+        """The session's log events from about `since_ms` on, oldest first: history pages are read
+        from the tail back until they reach that time (a cold session is read without resuming it)."""
+        events: list[dict] = []
+        before = None
+        while True:
+            payload = {"sessionId": session_id, "maxMessages": HISTORY_PAGE}
+            if before is not None:
+                payload["beforeSeq"] = before
+            value = self.call("session.history", payload)
+            page = value.get("events") if isinstance(value, dict) else None
+            if not isinstance(page, list):
+                raise DshError("DSH sent no events for session.history.", transient=True)
+            page = [
+                entry["event"] for entry in page if isinstance(entry, dict) and isinstance(entry.get("event"), dict)
+            ]
+            page = [event for event in page if isinstance(event.get("seq"), int)]
+            events = page + events
+            times = [event["time"] for event in page if isinstance(event.get("time"), int)]
+            if not value.get("hasMore") or not page or (times and min(times) < since_ms):
+                return sorted(events, key=lambda event: event["seq"])
+            before = min(event["seq"] for event in page)
+
+    def _find_occurrence(self, session_id: str, source: dict) -> tuple[str, str | None]:
+        """Where the occurrence's message is in DSH: ("delivered", its message ID) once a
+        `user/message` carries its rpcId; ("pending", None) while DSH still holds it in the session's
+        inbox (accepted, waiting for a turn or a step); ("absent", None) if it was never sent, or DSH
+        dropped it (a prompt still queued when DSH stops is cancelled)."""
+        key = source["occurrence_key"]
+        # A message for this occurrence cannot predate its scheduled time; a margin covers clock skew.
+        events = self._events_since(session_id, int(source.get("scheduled_at") or 0) - 10 * 60 * 1000)
+        queued_on = None  # (inbox target, seq) of the splice that queued it
+        for event in events:
+            data = event.get("data") if isinstance(event.get("data"), dict) else {}
+            if event.get("type") == "user/message":
+                origin = data.get("source") if isinstance(data.get("source"), dict) else {}
+                if origin.get("rpcId") == key:
+                    return "delivered", str(data.get("id") or event["seq"])
+            elif event.get("type") == "agent/inbox/spliced":
+                inserted = data.get("inserted") if isinstance(data.get("inserted"), list) else []
+                if any(isinstance(item, dict) and (item.get("source") or {}).get("rpcId") == key for item in inserted):
+                    queued_on = data.get("target")
+                elif queued_on is not None and data.get("target") == queued_on and data.get("outcome") == "canceled":
+                    queued_on = None  # DSH stopped with it still queued: lost (DSH-HOST.md §6.5)
+        return ("pending", None) if queued_on is not None else ("absent", None)
+
+    def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered:
+        """spec §6 adaptive delivery, at most once per occurrence (see the module docstring)."""
+        session = self.get_session(session_id)
+        if session is None:
+            raise DshError(f"DSH has no session {session_id!r}.", code="session-not-found", transient=False)
+        mode = "steer" if session.status == SessionStatus.RUNNING else "queue"
+        delivery = "next_step" if mode == "steer" else "next_turn"
+        where, message_id = self._find_occurrence(session_id, source)
+        if where == "absent":
+            self.call(
+                "session.prompt",
+                {"sessionId": session_id, "mode": mode, "content": [{"type": "text", "text": text}]},
+                rpc_id=occurrence_key,
+            )
+        if message_id is None:
+            message_id = self._confirmed(session_id, source)
+        return Delivered(message_id, delivery)
+
+    def _confirmed(self, session_id: str, source: dict) -> str:
+        deadline = time.monotonic() + CONFIRM_SECONDS
+        while True:
+            where, message_id = self._find_occurrence(session_id, source)
+            if message_id is not None:
+                return message_id
+            if time.monotonic() > deadline:
+                # Not in the log (yet): not counted as delivered. A retry looks again before it sends,
+                # and sends only if DSH no longer holds the prompt.
+                state = "still waits in the session's inbox" if where == "pending" else "is not in the session's log"
+                raise DshError(
+                    f"DSH accepted {source['occurrence_key']} but it {state} after {CONFIRM_SECONDS:g} s; "
+                    "it is checked again before any resend.",
+                    transient=True,
+                )
+            time.sleep(CONFIRM_POLL)
+
+    def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
+        return deliver_each(self, messages)
