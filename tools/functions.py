@@ -76,6 +76,13 @@ def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
     if payload.v1_interval is not None:
         log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller)
     target = payload.session_id if payload.session_id is not None else current_session(caller)
+    if caller is not None and payload.session_id is not None and get_host().get_session(caller) is None:
+        # The caller is recorded as the creator, inherited from by `new` loops and counted by the
+        # quota: an unknown one would let any header value open a fresh quota (issue 12).
+        raise UnknownSession(
+            f"{CALLER_HEADER} names {caller!r}, a session the host does not know; send your own session ID.",
+            field=CALLER_HEADER,
+        )
     loop = services.loop_create(
         prompt=payload.prompt,
         schedule=schedule,

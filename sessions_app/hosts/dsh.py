@@ -35,6 +35,7 @@ import httpx
 from django.conf import settings
 
 from dshloop.timeutil import from_ms
+from dshloop.validation import is_identifier
 from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.services import session_headers_cache
 
@@ -140,7 +141,8 @@ class DshHost:
         items = value.get("items") if isinstance(value, dict) else None
         if not isinstance(items, list):
             raise DshError("DSH sent no session list for session.list.", transient=True)
-        return [item for item in items if isinstance(item, dict) and isinstance(item.get("sessionId"), str)]
+        # An ID no dshloop session can have (too long, control characters) is left out, not cached.
+        return [item for item in items if isinstance(item, dict) and is_identifier(item.get("sessionId"))]
 
     def _attached(self, session_id: str) -> bool:
         value = self.call("subagent.list", {"parentSessionId": session_id})

@@ -264,3 +264,17 @@ def test_creates_racing_at_the_limit_cannot_both_pass(api, sessions):
     assert results == [200]
     assert_quota_exceeded(second, "ses_other")
     assert Loop.objects.filter(session_id="ses_other").count() == LIMIT
+
+
+def test_a_made_up_caller_cannot_open_a_fresh_quota(api, sessions):
+    """The creator is counted: a header naming no session would be a new bucket every call."""
+    fill(api, "new", caller="ses_caller")
+    for made_up in ("made-up-0", "made-up-1"):
+        response = create(api, "new", caller=made_up)
+        assert response.status_code == 422, response.content
+        assert error_of(response) == {
+            "code": "unknown_session",
+            "message": error_of(response)["message"],
+            "field": "X-DSH-Session-Id",
+        }
+    assert Loop.objects.filter(session_id="new").count() == LIMIT

@@ -48,6 +48,10 @@ def alive_after(scheduler, started: float) -> None:
 
 def test_a_stray_run_row_skips_its_occurrence_and_every_other_loop_fires(api, schedulers, make_session):
     make_session("ses_target")
+    # The scheduler runs before the loops exist, so that it claims their first occurrence on time
+    # (a slow start-up would claim a later grid point instead and miss the stray row's key).
+    started = time.monotonic()
+    [scheduler] = schedulers.start_ready()
     poisoned, *healthy = every_two_seconds(api, 4)
     # A run that already holds the poisoned loop's next occurrence (a restored backup).
     LoopRun.objects.create(
@@ -61,8 +65,6 @@ def test_a_stray_run_row_skips_its_occurrence_and_every_other_loop_fires(api, sc
         claimed_at=poisoned.created_at,
         finished_at=poisoned.created_at,
     )
-    started = time.monotonic()
-    [scheduler] = schedulers.start_ready()
 
     wait_for(lambda: all(delivered(loop) >= 2 for loop in healthy), timeout=15, message="the healthy loops to fire")
     skipped = wait_for(

@@ -8,6 +8,8 @@ prompted turn ends with a credential error in DSH, and the message is still in i
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from loops.message import loop_message
@@ -128,9 +130,11 @@ def test_a_missing_target_is_permanent(adapter):
     assert not caught.value.transient
 
 
-def test_dsh_down_is_transient(workspace, real):
-    port = real.port
-    gone = DshHost(f"http://127.0.0.1:{port + 1 if port < 65535 else port - 1}", cwd=str(workspace), timeout=2)
+def test_dsh_down_is_transient(workspace):
+    with socket.socket() as probe:  # a port that was free a moment ago and that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gone = DshHost(f"http://127.0.0.1:{port}", cwd=str(workspace), timeout=2)
     with pytest.raises(HostError) as caught:
         gone.list_sessions(limit=5)
     assert caught.value.transient and "unreachable" in str(caught.value)
