@@ -15,7 +15,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from loops.api import loops_router
+from loops.api import loops_router, manage_router
 from loops.health import router as health_router
 from sessions_app.api import host_router
 from sessions_app.hosts.base import HostError
@@ -158,7 +158,12 @@ def unknown_path(request, rest: str):
     raise NotFound("Nothing is at this path; GET /api/tools lists the tools and /api/docs the whole API.")
 
 
-for prefix, router in [("/tools", tools_router), ("/loops", loops_router), ("/host", host_router)]:
+for prefix, router in [
+    ("/tools", tools_router),
+    ("/loops", loops_router),
+    ("/loops", manage_router),
+    ("/host", host_router),
+]:
     router.add_decorator(refuse_impossible_ids)
     api.add_router(prefix, router)
 api.add_router("", health_router)  # no IDs: nothing to refuse

@@ -60,3 +60,6 @@ def docs_access(view):
         return JsonResponse(error.body(), status=error.status)
 
     return guarded
+
+
+manage_auth = ScopedBearer("manage")

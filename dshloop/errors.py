@@ -47,6 +47,14 @@ class TargetUnavailable(ApiError):
     status, code = 409, "target_unavailable"
 
 
+class RunInFlight(ApiError):
+    status, code = 409, "run_in_flight"
+
+
+class NotFailed(ApiError):
+    status, code = 409, "not_failed"
+
+
 class QuotaExceeded(ApiError):
     status, code = 409, "quota_exceeded"
 

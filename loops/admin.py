@@ -18,6 +18,7 @@ from dshloop.admin import ReadOnlyAdmin
 from dshloop.errors import UnknownLoop
 
 from . import humanize, services
+from .events import Actor
 from .humanize import loop_zone, preview
 from .models import Loop, LoopRun, SchedulerHeartbeat
 from .presenters import loop_state
@@ -67,7 +68,7 @@ class LoopAdmin(admin.ModelAdmin):
         return redirect("panel:create")
 
     def delete_model(self, request, obj):
-        services.loop_delete(loop_id=obj.loop_id)
+        services.loop_delete(loop_id=obj.loop_id, actor=Actor.user(request.user))
 
     def response_delete(self, request, obj_display, obj_id):
         response = super().response_delete(request, obj_display, obj_id)
@@ -85,7 +86,7 @@ class LoopAdmin(admin.ModelAdmin):
         deleted = 0
         for loop_id in queryset.values_list("loop_id", flat=True):
             try:
-                services.loop_delete(loop_id=loop_id)
+                services.loop_delete(loop_id=loop_id, actor=Actor.user(request.user))
                 deleted += 1
             except UnknownLoop:
                 pass  # deleted meanwhile: that is what was asked for

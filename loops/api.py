@@ -1,23 +1,29 @@
-"""Read-only loop extras (contract §4): run history and upcoming fire times. Thin: parse, call,
+"""Loop extras (contract §4: run history, upcoming fire times; scope `tools`) and the operator API
+(contract §9: pause, resume, run now, edit, retry, events; scope `manage`). Thin: parse, call,
 present. The loop tools themselves are in tools/."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
+from django.conf import settings
 from django.utils import timezone
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from dshloop.auth import tools_auth
+from dshloop.auth import manage_auth, tools_auth
 from dshloop.schemas import answers
-from dshloop.timeutil import to_ms
+from dshloop.timeutil import to_ms, truncate_to_ms
 
-from .presenters import run_view
-from .schemas import RunsOut, UpcomingOut
+from . import operations
+from .events import Actor, loop_events
+from .models import ActorKind
+from .presenters import event_view, loop_detail_view, run_view
+from .schemas import EventsOut, LoopDetail, LoopPatchIn, RunsOut, RunView, UpcomingOut
 from .selectors import fire_times, loop_get, loop_runs
 
 loops_router = Router(auth=tools_auth, tags=["loops"])
+manage_router = Router(auth=manage_auth, tags=["operate"])
 
 
 class RunsQuery(Schema):
@@ -39,3 +45,72 @@ def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
     """The next fire times the scheduler will use (the same schedule code)."""
     times = fire_times(loop_get(loop_id), now=timezone.now(), count=query.count)
     return {"fire_times": [to_ms(moment) for moment in times]}
+
+
+# -- contract §9: operating loops (scope `manage`) ---------------------------------------------------
+
+
+def token_actor(request) -> Actor:
+    """The audit trail names the operator API's caller by its token's name."""
+    return Actor(ActorKind.TOKEN, request.auth.name)
+
+
+def detail(loop) -> dict:
+    return loop_detail_view(loop, now=timezone.now())
+
+
+class EventsQuery(Schema):
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+
+
+@manage_router.get("/{loop_id}", response=answers(LoopDetail, 404), exclude_none=True)
+def loop_detail(request, loop_id: str):
+    """A loop with its operators' fields: name, revision, pause state, consecutive failures."""
+    return detail(loop_get(loop_id))
+
+
+@manage_router.patch("/{loop_id}", response=answers(LoopDetail, 404, 409), exclude_none=True)
+def loop_patch(request, loop_id: str, payload: LoopPatchIn):
+    """Edit any of name, prompt, schedule, session_id and preset (validated as loop_create); the
+    revision goes up by one. A new schedule or target recomputes next_at from now."""
+    now = truncate_to_ms(timezone.now())
+    given = payload.model_fields_set
+    changes = {field: getattr(payload, field) for field in ("name", "prompt", "preset") if field in given}
+    if "prompt" in changes and changes["prompt"] is None:
+        changes.pop("prompt")  # an explicit null means omitted (README "Inputs")
+    if payload.schedule is not None:
+        changes["schedule"] = payload.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=now)
+    if payload.session_id is not None:
+        changes["target"] = payload.session_id
+    loop = operations.loop_edit(loop_id=loop_id, changes=changes, actor=token_actor(request), now=now)
+    return detail(loop)
+
+
+@manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404), exclude_none=True)
+def loop_pause(request, loop_id: str):
+    """Never claimed until resumed (state "paused", no next_at); a run in flight finishes. Idempotent."""
+    return detail(operations.loop_pause(loop_id=loop_id, actor=token_actor(request)))
+
+
+@manage_router.post("/{loop_id}/resume", response=answers(LoopDetail, 404), exclude_none=True)
+def loop_resume(request, loop_id: str):
+    """Scheduled from now: the first occurrence strictly after now; a one-shot already due fires once."""
+    return detail(operations.loop_resume(loop_id=loop_id, actor=token_actor(request)))
+
+
+@manage_router.post("/{loop_id}/run", response={202: RunView, **answers(RunView, 404, 409)}, exclude_none=True)
+def loop_run(request, loop_id: str):
+    """One manual occurrence now (manual: true); next_at does not move; 409 run_in_flight while one is open."""
+    return 202, run_view(operations.loop_run_now(loop_id=loop_id, actor=token_actor(request)))
+
+
+@manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_none=True)
+def loop_retry(request, loop_id: str):
+    """A failed loop fires once, now; any other loop is 409 not_failed."""
+    return detail(operations.loop_retry(loop_id=loop_id, actor=token_actor(request)))
+
+
+@manage_router.get("/{loop_id}/events", response=answers(EventsOut, 404), exclude_none=True)
+def loop_events_list(request, loop_id: str, query: Query[EventsQuery]):
+    """The audit trail, newest first; it outlives the loop."""
+    return {"events": [event_view(event) for event in loop_events(loop_id, limit=query.limit)]}

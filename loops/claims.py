@@ -70,6 +70,7 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
         target=loop.session_id,
         claimed_at=now,
         retry_at=now + lease(),
+        revision=loop.revision,
     )
 
 
@@ -89,7 +90,7 @@ def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
 def _advance(loop: Loop, now: datetime) -> LoopRun:
     """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`."""
     catch_up = schedules.catch_up(
-        loop.schedule, created_at=loop.created_at, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
+        loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
     )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
     loop.next_at = None if loop.kind == ScheduleKind.AFTER else catch_up.next_at

@@ -54,13 +54,36 @@ class Outcome:
     retry: bool = False  # transient: back to claimed, due again after a backoff
 
 
+PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
+
+
 def _start(run_ids: list[str], now: datetime) -> list[LoopRun]:
-    """Take the runs' leases in one transaction, so one driver at a time delivers each."""
+    """Take the runs' leases in one transaction, so one driver at a time delivers each.
+
+    A scheduled occurrence of a loop paused before it started is skipped here, not delivered: the
+    loop rows are locked too, so a pause that commits first is seen, and one that commits later
+    finds the run started (it then finishes, as a run in flight does; contract §9).
+    """
     with transaction.atomic(durable=True):
         free = LoopRun.objects.filter(
             Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id__in=run_ids, status__in=OPEN_STATUSES
         ).order_by("run_id")
         runs = list(free_rows(free))
+        paused = set(
+            Loop.objects.select_for_update()
+            .filter(loop_id__in={run.loop_id for run in runs if not run.manual}, state=LoopState.PAUSED)
+            .order_by("loop_id")
+            .values_list("loop_id", flat=True)
+        )
+        skipped = [run for run in runs if run.loop_id in paused and not run.manual]
+        runs = [run for run in runs if run.loop_id not in paused or run.manual]
+        for run in skipped:
+            logger.info(
+                "loop=%s scheduled=%s outcome=skipped error=%r", run.loop_id, run.scheduled_at.isoformat(), PAUSED_FIRST
+            )
+        LoopRun.objects.filter(run_id__in=[run.run_id for run in skipped]).update(
+            status=RunStatus.SKIPPED, error=PAUSED_FIRST, finished_at=now, retry_at=None, lease_until=None
+        )
         LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
             status=RunStatus.DELIVERING,
             attempt=F("attempt") + 1,
@@ -193,17 +216,19 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime
     finished = [outcome for outcome in outcomes if not outcome.retry]
     by_result = defaultdict(list)
     for outcome in finished:
-        by_result[outcome.run.status, outcome.error].append(outcome.run.loop_id)
-    for (status, error), loop_ids in by_result.items():
+        by_result[outcome.run.status, outcome.error, outcome.run.manual].append(outcome.run.loop_id)
+    for (status, error, manual), loop_ids in by_result.items():
         # spec §3: a delivered `after` loop is completed and leaves the active list; a failed one
-        # stays visible as failed. A loop deleted meanwhile is simply not updated.
+        # stays visible as failed. A manual run (run now) is not the loop's occurrence: it changes
+        # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
+        states = [] if manual else [When(kind=ScheduleKind.AFTER, then=Value(after_state))]
         Loop.objects.filter(loop_id__in=loop_ids).update(
             last_run_at=now,
             last_result=status,
             last_error=error,
             state=Case(
-                When(kind=ScheduleKind.AFTER, then=Value(after_state)),
+                *states,
                 When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
                 default=F("state"),
             ),

@@ -15,6 +15,8 @@ class LoopState(models.TextChoices):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    # contract §9: an operator paused it; never claimed, no next_at, until resumed.
+    PAUSED = "paused"
 
 
 class ScheduleKind(models.TextChoices):
@@ -46,6 +48,16 @@ class Loop(models.Model):
     v1_id = models.CharField(
         max_length=255, null=True, blank=True, unique=True, help_text="The id of an imported v1 loop."
     )
+    # contract §9, operators' fields: a display name, the revision each edit increments (every run
+    # records the one it executed), and why and since when the loop is paused.
+    name = models.CharField(max_length=120, blank=True)
+    revision = models.PositiveIntegerField(default=1)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    pause_reason = models.CharField(max_length=200, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    # Where the schedule's grid starts: creation, or the last edit of its schedule or target
+    # (issue 15: "recomputes next_at from the edit time"). Null: created_at.
+    schedule_from = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["next_at", "created_at"]
@@ -61,6 +73,11 @@ class Loop(models.Model):
 
     def __str__(self) -> str:
         return self.loop_id
+
+    @property
+    def anchor(self):
+        """The instant an `every` grid and an `after` delay count from (schedule_from or created_at)."""
+        return self.schedule_from or self.created_at
 
     @property
     def schedule(self) -> schedules.Schedule:
@@ -105,6 +122,9 @@ class LoopRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     fallback = models.CharField(max_length=255, blank=True)
+    # contract §4: the loop revision this run executed, and whether an operator asked for it (run now).
+    revision = models.PositiveIntegerField(default=1)
+    manual = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-scheduled_at"]
@@ -130,3 +150,43 @@ class SchedulerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname}:{self.pid}"
+
+
+class EventKind(models.TextChoices):
+    CREATED = "created"
+    EDITED = "edited"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    RUN_NOW = "run_now"
+    RETRIED = "retried"
+    AUTO_PAUSED = "auto_paused"
+    DELETED = "deleted"
+
+
+class ActorKind(models.TextChoices):
+    SESSION = "session"  # an agent, through the tools
+    USER = "user"  # a person: the panel, the admin, a management command
+    TOKEN = "token"  # the operator REST API, by the token's name
+    SCHEDULER = "scheduler"  # an automatic action
+
+
+class LoopEvent(models.Model):
+    """One change to a loop (contract §9 audit trail). Outlives the loop (no foreign key)."""
+
+    loop_id = models.CharField(max_length=40)
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=12, choices=EventKind.choices)
+    actor_kind = models.CharField(max_length=10, choices=ActorKind.choices)
+    actor_id = models.CharField(max_length=255, blank=True)
+    revision = models.PositiveIntegerField()
+    # {field: [old, new]} for an edit, as JSON the API shows.
+    changes = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # GET /api/loops/{id}/events: newest first per loop.
+            models.Index(fields=["loop_id", "-at", "-id"], name="event_loop_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.loop_id} {self.kind} r{self.revision}"

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from dshloop.timeutil import to_ms
 
-from .models import Loop, LoopRun, LoopState, ScheduleKind
+from .models import Loop, LoopEvent, LoopRun, LoopState, ScheduleKind
 
 # spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
 OVERDUE_AFTER = timedelta(seconds=30)
@@ -65,5 +65,31 @@ def run_view(run: LoopRun) -> dict:
         "finished_at": _ms(run.finished_at),
         "error": run.error or None,
         "fallback": run.fallback or None,
+        "revision": run.revision,
+        "manual": run.manual,
+    }
+    return {key: value for key, value in view.items() if value is not None}
+
+
+def loop_detail_view(loop: Loop, *, now: datetime) -> dict:
+    """contract §9 LoopDetail: the LoopView plus the operators' fields."""
+    detail = {
+        **loop_view(loop, now=now),
+        "name": loop.name or None,
+        "revision": loop.revision,
+        "paused_at": _ms(loop.paused_at),
+        "pause_reason": loop.pause_reason or None,
+        "consecutive_failures": loop.consecutive_failures,
+    }
+    return {key: value for key, value in detail.items() if value is not None}
+
+
+def event_view(event: LoopEvent) -> dict:
+    view = {
+        "at": to_ms(event.at),
+        "kind": event.kind,
+        "actor": {"kind": event.actor_kind, **({"id": event.actor_id} if event.actor_id else {})},
+        "revision": event.revision,
+        "changes": event.changes,
     }
     return {key: value for key, value in view.items() if value is not None}

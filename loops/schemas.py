@@ -179,7 +179,45 @@ class LoopView(BaseModel):
     last_run_at: int | None = None
     last_result: Literal["delivered", "failed"] | None = None
     last_error: str | None = None
-    state: Literal["scheduled", "running", "overdue", "completed", "failed"]
+    state: Literal["scheduled", "running", "overdue", "completed", "failed", "paused"]
+
+
+class LoopDetail(LoopView):
+    """contract §9: what an operator sees of a loop."""
+
+    name: str | None = None
+    revision: int
+    paused_at: int | None = None
+    pause_reason: str | None = None
+    consecutive_failures: int
+
+
+class LoopPatchIn(StrictModel):
+    """contract §9 PATCH: any of these; validated as loop_create validates them. `name: null`
+    removes the name."""
+
+    name: Annotated[text(120), Field(description="A display name for people; null removes it.")] | None = None
+    prompt: Prompt | None = None
+    schedule: ScheduleIn | None = None
+    session_id: Annotated[Identifier, Field(description='"self", "new" or an existing session ID.')] | None = None
+    preset: Annotated[Identifier, Field(description='Only with session_id "new".')] | None = None
+
+
+class Actor(BaseModel):
+    kind: Literal["session", "user", "token", "scheduler"]
+    id: str | None = None
+
+
+class EventView(BaseModel):
+    at: int
+    kind: Literal["created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted"]
+    actor: Actor
+    revision: int
+    changes: dict[str, list] | None = None
+
+
+class EventsOut(BaseModel):
+    events: list[EventView]
 
 
 class LoopListOut(BaseModel):
@@ -204,6 +242,8 @@ class RunView(BaseModel):
     finished_at: int | None = None
     error: str | None = None
     fallback: str | None = None
+    revision: int
+    manual: bool
 
 
 class RunsOut(BaseModel):

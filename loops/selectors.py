@@ -71,14 +71,14 @@ def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
     if start <= now:
         # Overdue: the clock will deliver one catch-up occurrence now (spec §3 anti-burst).
         catch_up = schedules.catch_up(
-            loop.schedule, created_at=loop.created_at, due_at=start, now=now, host_tz=settings.TIME_ZONE
+            loop.schedule, created_at=loop.anchor, due_at=start, now=now, host_tz=settings.TIME_ZONE
         )
         times.append(catch_up.deliver_at)
         if catch_up.next_at is None or count == 1:
             return times
         start = catch_up.next_at
     return times + schedules.upcoming(
-        loop.schedule, created_at=loop.created_at, start=start, count=count - len(times), host_tz=settings.TIME_ZONE
+        loop.schedule, created_at=loop.anchor, start=start, count=count - len(times), host_tz=settings.TIME_ZONE
     )
 
 

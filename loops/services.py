@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from dshloop.errors import (
     InvalidInput,
@@ -20,7 +21,8 @@ from sessions_app.hosts import get_host
 from sessions_app.models import ReservedTarget
 
 from . import schedules
-from .models import Loop, LoopState
+from .events import Actor, record_event
+from .models import EventKind, Loop, LoopState
 from .notify import notify_clocks
 from .selectors import active_loops_in_quota, loop_get
 
@@ -111,6 +113,7 @@ def loop_create(
     preset: str | None,
     created_by: str,
     created_at: datetime,
+    actor: Actor,
     v1_id: str | None = None,
     now: datetime | None = None,
 ) -> Loop:
@@ -145,14 +148,18 @@ def loop_create(
         lock_quota_count(target=target, creator=created_by)
         check_loop_quota(target=target, creator=created_by)
         loop.save(force_insert=True)
+        record_event(loop, EventKind.CREATED, actor, at=created_at)
     transaction.on_commit(notify_clocks)
     return loop
 
 
-def loop_delete(*, loop_id: str) -> str:
-    """Delete by globally unique ID, from any caller (spec §2.3). Run history stays."""
-    deleted, _ = Loop.objects.filter(loop_id=loop_id).delete()
-    if not deleted:
-        loop_get(loop_id)  # raises unknown_loop
+def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> str:
+    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay."""
+    with transaction.atomic():
+        loop = Loop.objects.filter(loop_id=loop_id).first()
+        if loop is None:
+            loop_get(loop_id)  # raises unknown_loop
+        Loop.objects.filter(loop_id=loop_id).delete()
+        record_event(loop, EventKind.DELETED, actor, at=now or timezone.now())
     transaction.on_commit(notify_clocks)
     return loop_id

@@ -29,10 +29,13 @@ from sessions_app.hosts import get_host
 from sessions_app.schemas import SessionId
 
 from . import schedules, services
-from .models import Loop, ScheduleKind
+from .events import Actor
+from .models import ActorKind, Loop, ScheduleKind
 from .schemas import Prompt, Seconds
 
 Outcome = Literal["imported", "already_present", "invalid"]
+# The audit trail's actor of an import: a person running the command (no signed-in user to name).
+IMPORTER = Actor(ActorKind.USER)
 
 
 class V1Record(StrictModel):
@@ -225,6 +228,7 @@ def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[Rec
                 created_by=parsed.session_id,
                 created_at=now if parsed.created_at is None else from_ms(parsed.created_at),
                 v1_id=parsed.id,
+                actor=IMPORTER,
                 now=now,
             )
         except ApiError as exc:  # e.g. quota_exceeded

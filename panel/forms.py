@@ -19,7 +19,8 @@ from dshloop.errors import ApiError
 from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import invalid_input_from
 from loops import services
-from loops.models import Loop
+from loops.events import Actor
+from loops.models import ActorKind, Loop
 from loops.schemas import LoopCreateIn
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
@@ -98,10 +99,20 @@ class LoopCreateForm(forms.Form):
     tz = forms.CharField(required=False, label="Time zone", widget=forms.Select)
 
     def __init__(
-        self, *args, sessions, current_session: str = "", global_session=None, presets=(), undecodable=(), **kwargs
+        self,
+        *args,
+        sessions,
+        current_session: str = "",
+        global_session=None,
+        presets=(),
+        undecodable=(),
+        actor: Actor | None = None,
+        **kwargs,
     ):
-        """undecodable: the names of the submitted fields that were not valid UTF-8 (panel.utf8)."""
+        """undecodable: the names of the submitted fields that were not valid UTF-8 (panel.utf8);
+        actor: who creates the loop (the signed-in staff user), for its audit trail."""
         super().__init__(*args, **kwargs)
+        self.actor = actor or Actor(ActorKind.USER)
         self.current_session = current_session
         self.global_session = global_session
         self.undecodable = list(undecodable)
@@ -188,6 +199,7 @@ class LoopCreateForm(forms.Form):
                 preset=data.preset,
                 created_by=services.default_creator(),
                 created_at=now,
+                actor=self.actor,
             )
         except ValidationError as exc:
             error = invalid_input_from(exc.errors())

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_http_methods
 from dshloop.errors import UnknownLoop
 from dshloop.validation import is_identifier
 from loops import humanize, services
+from loops.events import Actor
 from loops.humanize import loop_zone, preview
 from loops.presenters import loop_state
 from loops.selectors import fire_times, loop_get, loop_runs
@@ -126,7 +127,9 @@ def create(request):
     presets = queries.preset_names(extra=[s.preset for s in sessions])
     options = {"sessions": sessions, "current_session": current, "global_session": global_session, "presets": presets}
     if request.method == "POST":
-        form = LoopCreateForm(request.POST, undecodable=utf8.undecodable_form(request), **options)
+        form = LoopCreateForm(
+            request.POST, undecodable=utf8.undecodable_form(request), actor=Actor.user(request.user), **options
+        )
         loop = form.save() if form.is_valid() else None
         if loop is not None:
             row = loop_row(
@@ -227,7 +230,7 @@ def delete(request, loop_id: str):
         if undecodable:  # e.g. the `next` field: not a URL to follow with U+FFFD in it
             return _not_utf8(request, undecodable, where="form")
         try:
-            services.loop_delete(loop_id=loop_id)
+            services.loop_delete(loop_id=loop_id, actor=Actor.user(request.user))
         except UnknownLoop:
             # spec §2.3: "Deletion is idempotent only at the UI layer" — gone is what was asked for.
             messages.info(request, f"{loop_id} was already deleted.")

@@ -18,6 +18,7 @@ from pydantic import TypeAdapter
 
 from dshloop.timeutil import truncate_to_ms
 from loops import services
+from loops.events import Actor
 from loops.models import Loop
 from loops.schemas import ScheduleIn
 from sessions_app.services import preset_upsert, session_upsert
@@ -59,6 +60,7 @@ def create_loop(
         preset=preset,
         created_by=services.default_creator() if created_by is None else created_by,
         created_at=now,
+        actor=Actor.session(created_by),
     )
 
 
@@ -239,6 +241,17 @@ def api(tools_token, host) -> ApiClient:
 @pytest.fixture
 def host_api(host_token) -> ApiClient:
     return ApiClient(host_token)
+
+
+@pytest.fixture
+def manage_token(db) -> str:
+    return token_create(name="ops", scopes=["manage"])[1]
+
+
+@pytest.fixture
+def manage_api(manage_token) -> ApiClient:
+    """An operator's client for the contract §9 API (scope manage)."""
+    return ApiClient(manage_token)
 
 
 @pytest.fixture

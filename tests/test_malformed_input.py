@@ -49,6 +49,13 @@ AUTHENTICATED_OPERATIONS = [
     ("GET", "/api/loops/loop_x/upcoming", "tools"),
     ("GET", "/api/host/sessions/ses_caller", "host"),
     ("GET", "/api/host/sessions/ses_caller/inbox", "host"),
+    ("GET", "/api/loops/loop_x", "manage"),
+    ("PATCH", "/api/loops/loop_x", "manage"),
+    ("POST", "/api/loops/loop_x/pause", "manage"),
+    ("POST", "/api/loops/loop_x/resume", "manage"),
+    ("POST", "/api/loops/loop_x/run", "manage"),
+    ("POST", "/api/loops/loop_x/retry", "manage"),
+    ("GET", "/api/loops/loop_x/events", "manage"),
 ]
 # Operations that take an ID in the path, with "{}" where the ID goes.
 PATH_ID_OPERATIONS = [
@@ -58,12 +65,15 @@ PATH_ID_OPERATIONS = [
     ("PUT", "/api/host/sessions/{}", "host"),
     ("GET", "/api/host/sessions/{}/inbox", "host"),
     ("PUT", "/api/host/presets/{}", "host"),
+    ("GET", "/api/loops/{}", "manage"),
+    ("POST", "/api/loops/{}/pause", "manage"),
+    ("GET", "/api/loops/{}/events", "manage"),
 ]
 
 
 @pytest.fixture
-def clients(api, host_api) -> dict[str, ApiClient]:
-    return {"tools": api, "host": host_api}
+def clients(api, host_api, manage_api) -> dict[str, ApiClient]:
+    return {"tools": api, "host": host_api, "manage": manage_api}
 
 
 def send(client: ApiClient, method: str, path: str, raw: bytes | str | None = None, *, headers=None):
@@ -682,7 +692,7 @@ def test_every_api_call_but_health_needs_a_token_the_description_too(db, tools_t
         "/api/tools/loop_create/x",
         "/api/health/",
         "/api/host/sessions/",
-        "/api/loops/loop_x",
+        "/api/loops/loop_x/nope",
     ],
 )
 def test_unknown_api_path_is_404_with_the_error_body(api, path):

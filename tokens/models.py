@@ -6,7 +6,7 @@ import hashlib
 
 from django.db import models
 
-SCOPES = ("tools", "host")
+SCOPES = ("tools", "host", "manage")
 
 
 def hash_token(raw: str) -> str:

@@ -17,6 +17,7 @@ from dshloop.http import CALLER_HEADER
 from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import check_identifier
 from loops import services
+from loops.events import Actor
 from loops.presenters import loop_view
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
 from loops.selectors import loop_list as select_loops
@@ -90,6 +91,7 @@ def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
         preset=payload.preset,
         created_by=caller or services.default_creator(),
         created_at=now,
+        actor=Actor.session(caller),
     )
     return LoopView.model_validate(loop_view(loop, now=now))
 
@@ -112,7 +114,7 @@ def loop_delete(payload: LoopDeleteIn, caller: str | None) -> LoopDeleteOut:
         raise InvalidInput("'loop_id' is required.", field="loop_id")
     if payload.v1_id is not None:
         log_deprecated_alias("loop_delete {id}", caller_session_id=caller)
-    return LoopDeleteOut(deleted=True, loop_id=services.loop_delete(loop_id=loop_id))
+    return LoopDeleteOut(deleted=True, loop_id=services.loop_delete(loop_id=loop_id, actor=Actor.session(caller)))
 
 
 def list_sessions(payload: ListSessionsIn, caller: str | None) -> SessionsOut:

@@ -18,6 +18,7 @@ from dshloop.timeutil import to_ms
 from loops import delivery, tasks
 from loops.claims import claim_due, lease, recover_runs
 from loops.delivery import MAX_ATTEMPTS, backoff, deliver_run
+from loops.events import Actor
 from loops.message import loop_message
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.services import loop_delete
@@ -331,7 +332,7 @@ def test_loop_deleted_after_claim_fails_its_run_without_a_message(create, make_s
     make_session("ses_target")
     loop = create(session_id="ses_target")
     run = claim_one(loop)
-    loop_delete(loop_id=loop.loop_id)
+    loop_delete(loop_id=loop.loop_id, actor=Actor.session("ses_caller"))
 
     assert deliver(run.run_id, T0 + s(10)) is True
 

@@ -275,6 +275,8 @@ def test_runs_outlive_their_deleted_loop(api):
                 "target_session_id": "ses_caller",
                 "started_at": T0_MS + 60_000,
                 "finished_at": T0_MS + 62_000,
+                "revision": 1,
+                "manual": False,
             }
         ]
     }

@@ -68,7 +68,9 @@ def test_deleting_in_the_admin_goes_through_the_service_and_keeps_runs(
 
     calls = []
     real = services.loop_delete
-    monkeypatch.setattr(services, "loop_delete", lambda *, loop_id: calls.append(loop_id) or real(loop_id=loop_id))
+    monkeypatch.setattr(
+        services, "loop_delete", lambda *, loop_id, actor: calls.append(loop_id) or real(loop_id=loop_id, actor=actor)
+    )
     other = make_loop("other")
     response = staff_client.post(admin_url("loops_loop", loop_with_runs.loop_id, "delete"), {"post": "yes"})
     assert response.status_code == 302 and response["Location"] == "/admin/loops/loop/", response.get("Location")

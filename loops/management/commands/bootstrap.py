@@ -35,8 +35,8 @@ class Command(BaseCommand):
             User.objects.create_superuser("admin", "", password)
             self.stdout.write(f"Admin user created: admin / {password}  (log in at http://127.0.0.1:8000/admin/)")
         if not ApiToken.objects.exists():
-            _, raw = token_create(name="local", scopes=["tools", "host"])
-            self.stdout.write(f"API token created (scopes tools, host): {raw}")
+            _, raw = token_create(name="local", scopes=["tools", "host", "manage"])
+            self.stdout.write(f"API token created (scopes tools, host, manage): {raw}")
         if settings.DSHLOOP_HOST == "local":
             self.ensure_global_session()
 
