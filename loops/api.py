@@ -8,7 +8,7 @@ from typing import Annotated
 
 from django.conf import settings
 from django.utils import timezone
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from dshloop.auth import manage_auth, tools_auth
@@ -101,7 +101,7 @@ def loop_resume(request, loop_id: str):
 @manage_router.post("/{loop_id}/run", response={202: RunView, **answers(RunView, 404, 409)}, exclude_none=True)
 def loop_run(request, loop_id: str):
     """One manual occurrence now (manual: true); next_at does not move; 409 run_in_flight while one is open."""
-    return 202, run_view(operations.loop_run_now(loop_id=loop_id, actor=token_actor(request)))
+    return Status(202, run_view(operations.loop_run_now(loop_id=loop_id, actor=token_actor(request))))
 
 
 @manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_none=True)

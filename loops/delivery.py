@@ -117,7 +117,7 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
             raise PermanentFailure("The loop was deleted before this occurrence was delivered.")
         target = resolve_target(host, loop, run, source)
         run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
-        if loop.session_id == "new" and not host.transactional:
+        if (run.target or loop.session_id) == "new" and not host.transactional:
             # Remember the new session first: a retry of this occurrence must reuse it.
             LoopRun.objects.filter(run_id=run.run_id).update(
                 target_session_id=run.target_session_id, fallback=run.fallback
@@ -130,7 +130,10 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
         logger.exception("resolving the target of %s raised", run.occurrence_key)
         return _failure(run, error=f"Unexpected error: {exc}", transient=True)
     return Message(
-        target.session_id, loop_message(loop_id=loop.loop_id, prompt=loop.prompt), source, run.occurrence_key
+        target.session_id,
+        loop_message(loop_id=loop.loop_id, prompt=run.prompt or loop.prompt),
+        source,
+        run.occurrence_key,
     )
 
 
@@ -138,6 +141,7 @@ def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]
     view = BatchView(
         host,
         {loop.session_id for loop in loops.values()}
+        | {run.target for run in runs}
         | {loop.created_by_session_id for loop in loops.values()}
         | {run.target_session_id for run in runs},
     )

@@ -93,20 +93,23 @@ def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
 
 
 def resolve_target(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
-    if loop.session_id == "new":
+    # The target the run was claimed with: an edit while it is in flight applies to later runs
+    # (issue 15: a run in flight finishes with its old revision).
+    target = run.target or loop.session_id
+    if target == "new":
         if run.target_session_id:  # made on an earlier attempt of this occurrence
             session = host.get_session(run.target_session_id)
             if session:
                 session = _awake(host, session)  # it may have gone cold since that attempt
                 return Target(session.session_id, session.status)
         return _new_session(host, loop, run, source)
-    if loop.session_id == "self":
+    if target == "self":
         session = host.global_session()
         if session is None:
             raise PermanentFailure('No global interface session is available for target "self".')
     else:
-        session = host.get_session(loop.session_id)
+        session = host.get_session(target)
         if session is None:
-            raise PermanentFailure(f"Target session {loop.session_id!r} no longer exists.")
+            raise PermanentFailure(f"Target session {target!r} no longer exists.")
     session = _awake(host, session)
     return Target(session.session_id, session.status)
