@@ -82,7 +82,7 @@ def test_from_an_empty_database_sign_in_create_new_and_session_loops_and_see_the
     # --- `make run`: bootstrap, then the scheduler ---------------------------------------------------
     printed = bootstrap()
     password = re.search(r"^Admin user created: admin / (\S+)", printed, re.M).group(1)
-    token = re.search(r"^API token created \(scopes tools, host\): (\S+)$", printed, re.M).group(1)
+    token = re.search(r"^API token created \(scopes tools, host, manage\): (\S+)$", printed, re.M).group(1)
     assert 'Global interface session created: ses_global (the target "self")' in printed
     host_put_session(
         live_server.url, token, "ses_work", user_title="Release work", status="cold", preset="coder", model="m1"
