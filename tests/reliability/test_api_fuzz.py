@@ -67,7 +67,7 @@ def fuzz_headers(in_process_wsgi) -> dict[str, str]:
     session_upsert(session_id="ses_caller", changes={"status": "running", "preset": "coder", "model": "m1"})
     session_upsert(session_id="ses_global", changes={"global_interface": True, "preset": "interface"})
     preset_upsert(name="coder", mountable=True)
-    token = token_create(name="fuzz", scopes=["tools", "host"])[1]
+    token = token_create(name="fuzz", scopes=["tools", "host", "manage"])[1]
     return {"Authorization": f"Bearer {token}", "X-DSH-Session-Id": "ses_caller"}
 
 
