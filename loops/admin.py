@@ -1,6 +1,7 @@
 """Admin for the loop registry (contract §8). Writes go through the services, never the ORM:
 adding a loop opens the panel's form (services.loop_create), deleting calls services.loop_delete,
-and loops and runs are otherwise read-only (spec §1: there is no update tool)."""
+the bulk Pause / Resume / Run now actions call the operators' operations (contract §9), and loops
+and runs are otherwise read-only (spec §1: there is no update tool; edits are the panel's form)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from dshloop.admin import ReadOnlyAdmin
-from dshloop.errors import UnknownLoop
+from dshloop.errors import ApiError, UnknownLoop
 
-from . import humanize, services
+from . import humanize, operations, services
 from .events import Actor
 from .humanize import loop_zone, preview
-from .models import Loop, LoopRun, SchedulerHeartbeat
+from .models import Loop, LoopRun, LoopState, SchedulerHeartbeat
 from .presenters import loop_state
 from .selectors import fire_times, loop_runs
 
@@ -31,6 +32,7 @@ RUN_HISTORY = 50
 class LoopAdmin(admin.ModelAdmin):
     list_display = [
         "loop_id",
+        "name",
         "prompt_preview",
         "schedule_words",
         "target",
@@ -40,14 +42,15 @@ class LoopAdmin(admin.ModelAdmin):
         "last_result",
     ]
     list_filter = ["state", "kind", "last_result"]
-    search_fields = ["loop_id", "prompt", "session_id", "created_by_session_id"]
+    search_fields = ["loop_id", "name", "prompt", "session_id", "created_by_session_id"]
     ordering = ["next_at", "created_at"]
     date_hierarchy = "created_at"
     list_per_page = 50
     show_full_result_count = False  # the count query on a large registry is not worth it per page
-    actions = ["delete_through_service"]
+    actions = ["pause_selected", "resume_selected", "run_now_selected", "delete_through_service"]
     fieldsets = [
-        (None, {"fields": ["loop_id", "prompt", "current_state", "panel_link"]}),
+        (None, {"fields": ["loop_id", "name", "prompt", "current_state", "revision", "panel_link"]}),
+        ("Paused", {"fields": ["paused_at", "pause_reason", "consecutive_failures"]}),
         (
             "Schedule",
             {"fields": ["schedule_words", "kind", "every_seconds", "after_seconds", "cron_expr", "tz", "upcoming"]},
@@ -80,6 +83,66 @@ class LoopAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)  # a bulk ORM delete would bypass the service
         return actions
+
+    # contract §9: the bulk actions call the same operations as the panel and the REST API, one loop
+    # at a time (each is its own transaction, ordered with the scheduler's claim of that loop), so
+    # one refusal never undoes the others; the refusals are reported per loop.
+
+    def has_operate_permission(self, request) -> bool:
+        # The model's change permission: the change page stays read-only (has_change_permission),
+        # but whoever may change loops may pause, resume and run them.
+        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+
+    def _operate(self, request, queryset, operation, *, done: str, skip=None, skipped: str = ""):
+        """Call `operation` for each selected loop; `skip(state)`: nothing to do (pause and resume
+        are idempotent, so this only keeps the count and the audit trail honest)."""
+        actor = Actor.user(request.user)
+        count, passed, refused = 0, [], []
+        for loop_id, state in queryset.order_by("loop_id").values_list("loop_id", "state"):
+            if skip is not None and skip(state):
+                passed.append(loop_id)
+                continue
+            try:
+                operation(loop_id=loop_id, actor=actor)
+            except UnknownLoop:
+                refused.append(f"{loop_id} was deleted meanwhile.")
+            except ApiError as exc:
+                refused.append(exc.message)  # e.g. 409 run_in_flight: "loop_… has a run in flight; …"
+            else:
+                count += 1
+        text = f"{done} {count} loop{'s' if count != 1 else ''}."
+        if passed:
+            text += f" {len(passed)} {'was' if len(passed) == 1 else 'were'} {skipped}: {', '.join(passed)}."
+        self.message_user(request, text, messages.SUCCESS if count or not refused else messages.WARNING)
+        if refused:
+            items = format_html_join("", "<li>{}</li>", ((reason,) for reason in refused))
+            self.message_user(request, format_html("Refused {}: <ul>{}</ul>", len(refused), items), messages.ERROR)
+
+    @admin.action(description="Pause selected loops", permissions=["operate"])
+    def pause_selected(self, request, queryset):
+        self._operate(
+            request,
+            queryset,
+            operations.loop_pause,
+            done="Paused",
+            skip=lambda state: state == LoopState.PAUSED,
+            skipped="already paused",
+        )
+
+    @admin.action(description="Resume selected loops", permissions=["operate"])
+    def resume_selected(self, request, queryset):
+        self._operate(
+            request,
+            queryset,
+            operations.loop_resume,
+            done="Resumed",
+            skip=lambda state: state != LoopState.PAUSED,
+            skipped="not paused",
+        )
+
+    @admin.action(description="Run selected loops now (one manual run each)", permissions=["operate"])
+    def run_now_selected(self, request, queryset):
+        self._operate(request, queryset, operations.loop_run_now, done="Queued a manual run of")
 
     @admin.action(description="Delete selected loops (run history stays)", permissions=["delete"])
     def delete_through_service(self, request, queryset):
@@ -139,12 +202,13 @@ class LoopAdmin(admin.ModelAdmin):
         zone_name = loop_zone(obj)
         rows = format_html_join(
             "",
-            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
             (
                 (
                     reverse("admin:loops_looprun_change", args=[quote(run.run_id)]),  # admin URLs quote "_"
                     humanize.full_local_time(run.scheduled_at, zone_name),
                     run.status,
+                    f"r{run.revision}" + (" (manual)" if run.manual else ""),
                     run.target_session_id or "—",
                     run.missed,
                     run.error or "—",
@@ -155,7 +219,7 @@ class LoopAdmin(admin.ModelAdmin):
         )
         all_runs = reverse("admin:loops_looprun_changelist") + "?" + urlencode({"loop_id": obj.loop_id})
         return format_html(
-            "<table><thead><tr><th>Scheduled</th><th>Status</th><th>Target session</th><th>Missed</th>"
+            "<table><thead><tr><th>Scheduled</th><th>Status</th><th>Revision</th><th>Target session</th><th>Missed</th>"
             "<th>Error</th><th>Fallback</th></tr></thead><tbody>{}</tbody></table>"
             '<p><a href="{}">All runs of this loop</a></p>',
             rows,
@@ -170,13 +234,15 @@ class LoopRunAdmin(ReadOnlyAdmin):
         "loop_link",
         "scheduled_at",
         "status",
+        "revision",
+        "manual",
         "attempt",
         "missed",
         "target_session_id",
         "error_preview",
         "fallback",
     ]
-    list_filter = ["status"]
+    list_filter = ["status", "manual"]
     search_fields = ["=loop_id", "=run_id", "occurrence_key", "target_session_id", "error"]
     date_hierarchy = "scheduled_at"
     list_per_page = 100

@@ -1,9 +1,9 @@
-"""The panel's create form (spec §8.2 "creation controls").
+"""The panel's create and edit forms (spec §8.2 "creation controls", contract §9 edit).
 
-The form only collects and converts (amount x unit -> seconds, radio choices -> a LoopCreateIn);
-every rule is the service's: the input goes through the same LoopCreateIn model and
-services.loop_create as the loop_create tool, and the contract's error message comes back inline
-on the field it names (ApiError.field).
+The forms only collect and convert (amount x unit -> seconds, radio choices -> a LoopCreateIn or a
+LoopPatchIn); every rule is the service's: the input goes through the same models and
+services.loop_create / operations.loop_edit as the loop_create tool and PATCH /api/loops/{id}, and
+the contract's error message comes back inline on the field it names (ApiError.field).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from pydantic import ValidationError
 from dshloop.errors import ApiError
 from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import invalid_input_from
-from loops import services
+from loops import operations, services
 from loops.events import Actor
-from loops.models import ActorKind, Loop
-from loops.schemas import LoopCreateIn
+from loops.models import ActorKind, Loop, ScheduleKind
+from loops.presenters import schedule_view
+from loops.schemas import LoopCreateIn, LoopPatchIn
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
 KINDS = [("every", "Every…"), ("after", "Once, after…"), ("cron", "On a cron schedule")]
@@ -201,6 +202,126 @@ class LoopCreateForm(forms.Form):
                 created_at=now,
                 actor=self.actor,
             )
+        except ValidationError as exc:
+            error = invalid_input_from(exc.errors())
+        except ApiError as exc:
+            error = exc
+        self.add_error(self.field_for(error.field), error.message)
+        return None
+
+
+def amount_and_unit(seconds: int) -> tuple[int, str]:
+    """A duration as the form shows it: in the largest unit that divides it (5400 -> 90 minutes)."""
+    for value, _label in reversed(UNITS):
+        if seconds % int(value) == 0:
+            return seconds // int(value), value
+    raise AssertionError("unreachable: every integer is divisible by 1")
+
+
+def initial_for(loop: Loop) -> dict:
+    """The edit form's values for a loop as it is."""
+    initial = {"name": loop.name, "prompt": loop.prompt, "kind": loop.kind, "revision": loop.revision}
+    if loop.session_id in ("self", "new"):
+        initial["target"] = loop.session_id
+    else:
+        initial.update(target="session", session=loop.session_id)
+    if loop.session_id == "new":
+        initial["preset"] = loop.preset
+    if loop.kind == ScheduleKind.EVERY:
+        initial["every_amount"], initial["every_unit"] = amount_and_unit(loop.every_seconds)
+    elif loop.kind == ScheduleKind.AFTER:
+        initial["after_amount"], initial["after_unit"] = amount_and_unit(loop.after_seconds)
+    else:
+        initial.update(cron_expr=loop.cron_expr, tz=loop.tz)
+    return initial
+
+
+def _same_text(a: str, b: str) -> bool:
+    # A browser sends a textarea's line breaks as CRLF (HTML's form encoding): the same prompt.
+    return a.replace("\r\n", "\n").strip() == b.replace("\r\n", "\n").strip()
+
+
+class LoopEditForm(LoopCreateForm):
+    """The create form, pre-filled from a loop, plus its display name (contract §9 PATCH).
+
+    Only the fields that differ from the loop go to operations.loop_edit, validated by the same
+    LoopPatchIn as PATCH /api/loops/{id}. `revision` is the one the page showed: if the loop was
+    edited meanwhile the form says so instead of writing its older values over the newer ones.
+    """
+
+    name = forms.CharField(
+        required=False,  # empty: no name; the length rule (120) is LoopPatchIn's, with its message
+        label="Name",
+        widget=forms.TextInput(attrs={"maxlength": 120, "placeholder": "Optional, for people: “Morning report”"}),
+    )
+    revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args, loop: Loop, sessions, global_session=None, presets=(), **kwargs):
+        kwargs.setdefault("initial", initial_for(loop))
+        presets = sorted({*presets, loop.preset} - {""})
+        super().__init__(*args, sessions=sessions, global_session=global_session, presets=presets, **kwargs)
+        self.loop = loop
+        if loop.session_id == "self":
+            # Keeping the target it has needs no global interface (only a change of target is checked).
+            self.fields["target"].widget.unavailable = set()
+        session_choices = self.fields["session"].widget.choices
+        if loop.session_id not in ("self", "new") and loop.session_id not in {v for v, _ in session_choices}:
+            session_choices.append((loop.session_id, f"{loop.session_id} (the current target)"))
+        if loop.tz and loop.tz not in {v for v, _ in self.fields["tz"].widget.choices}:
+            self.fields["tz"].widget.choices.append((loop.tz, loop.tz))
+        if loop.kind == ScheduleKind.CRON:
+            # panel.js would put the browser's zone in place of "host time zone": a change nobody asked for.
+            self.fields["tz"].widget.attrs.pop("data-browser-zone", None)
+
+    def field_for(self, path: str | None) -> str | None:
+        if path == "name":
+            return "name"
+        return super().field_for(path)
+
+    def patch(self) -> dict:
+        """The PATCH body (contract §9) of what differs from the loop, before validation."""
+        loop, body = self.loop, self.payload()
+        patch = {}
+        name = self.cleaned_data.get("name") or None
+        if name != (loop.name or None):
+            patch["name"] = name
+        if not _same_text(body["prompt"], loop.prompt):
+            patch["prompt"] = body["prompt"]
+        if body["schedule"] != schedule_view(loop):
+            patch["schedule"] = body["schedule"]
+        target = body.get("session_id")
+        if target != loop.session_id:
+            patch["session_id"] = target
+        if target == "new" and body.get("preset") != (loop.preset or None):
+            patch["preset"] = body.get("preset")  # None: back to inheriting the creator's preset
+        return patch
+
+    def save(self, *, now=None) -> Loop | None:
+        """Edit the loop through operations.loop_edit with what changed (the loop as it is when
+        nothing did), or put the contract's message on the right field."""
+        now = truncate_to_ms(now or timezone.now())
+        shown = self.cleaned_data.get("revision")
+        if shown is not None and shown != self.loop.revision:
+            # Lets the person's next submit through, now knowingly over the newer revision.
+            self.data = self.data.copy()
+            self.data[self.add_prefix("revision")] = str(self.loop.revision)
+            self.add_error(
+                None,
+                f"{self.loop.loop_id} was changed since this page was opened: it is at revision "
+                f"{self.loop.revision} now. Check the values below (they are yours) and save again to apply them.",
+            )
+            return None
+        patch = self.patch()
+        if not patch:
+            return self.loop
+        try:
+            data = LoopPatchIn.model_validate(patch)
+            changes = {field: getattr(data, field) for field in ("name", "prompt", "preset") if field in patch}
+            if "schedule" in patch:
+                changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=now)
+            if "session_id" in patch:
+                changes["target"] = data.session_id
+            return operations.loop_edit(loop_id=self.loop.loop_id, changes=changes, actor=self.actor, now=now)
         except ValidationError as exc:
             error = invalid_input_from(exc.errors())
         except ApiError as exc:

@@ -21,12 +21,14 @@ from loops.selectors import loop_list, loops_targeting
 from sessions_app.models import Preset, ReservedTarget, SessionHeader
 from sessions_app.selectors import session_info
 
-# The states a person can filter by: the spec §4 five, plus "problems" (a failed last run on a loop
-# that is still scheduled — recurring loops stay "scheduled" after a failed occurrence).
+# The states a person can filter by: the spec §4 five and contract §9's paused, plus "problems" (a
+# failed last run on a loop that is still scheduled — recurring loops stay "scheduled" after a failed
+# occurrence).
 STATE_FILTERS = {
     "scheduled": "Scheduled",
     "running": "Running",
     "overdue": "Overdue",
+    "paused": "Paused",
     "failed": "Failed",
     "last_failed": "Last run failed",
     "completed": "Completed (history)",
@@ -45,7 +47,7 @@ def state_q(state: str, now: datetime) -> Q:
         return Q(state=LoopState.SCHEDULED) & ~late
     if state == "last_failed":
         return Q(last_result="failed")
-    return Q(state=state)
+    return Q(state=state)  # running, paused (never overdue: it has no next_at), failed, completed
 
 
 @dataclass(frozen=True)

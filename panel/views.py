@@ -1,7 +1,9 @@
 """The global automation panel and the local composer status (spec §8, contract §8).
 
 Thin views over the same selectors and services as the tools: loop_list / loops_targeting for
-lists, services.loop_create and services.loop_delete for writes, fire_times for what comes next.
+lists, services.loop_create and services.loop_delete for writes, fire_times for what comes next;
+and over the operators' operations (contract §9, issue 15): pause and resume, run now, retry and
+edit, each of which the audit trail records with the signed-in staff user as its actor.
 """
 
 from __future__ import annotations
@@ -13,29 +15,32 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.clickjacking import xframe_options_exempt
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
-from dshloop.errors import UnknownLoop
+from dshloop.errors import ApiError, UnknownLoop
+from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import is_identifier
-from loops import humanize, services
-from loops.events import Actor
+from loops import humanize, operations, services
+from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview
+from loops.models import LoopState
 from loops.presenters import loop_state
 from loops.selectors import fire_times, loop_get, loop_runs
 from sessions_app.hosts import get_host
 
 from . import queries, utf8
-from .forms import LoopCreateForm
-from .rows import loop_row, when
+from .forms import LoopCreateForm, LoopEditForm
+from .rows import event_row, loop_row, loop_title, when
 
 PAGE_SIZE = 50
 RUN_HISTORY = 50
+EVENT_HISTORY = 50
 UPCOMING = 5
 PICKER_SESSIONS = 200
 
@@ -168,10 +173,17 @@ def detail(request, loop_id: str):
         loop = loop_get(loop_id)
     except UnknownLoop:
         loop = None
+    # Runs and events outlive the loop: a deleted loop's page still shows both.
     try:
         runs = list(loop_runs(loop_id, limit=RUN_HISTORY))
     except UnknownLoop:
-        raise Http404("No such loop and no runs recorded for it.") from None
+        runs = []
+    try:
+        events = list(loop_events(loop_id, limit=EVENT_HISTORY))
+    except UnknownLoop:
+        events = []
+    if loop is None and not runs and not events:
+        raise Http404("No such loop and no runs or changes recorded for it.")
     zone_name = loop_zone(loop) if loop else settings.TIME_ZONE
     row = upcoming = None
     if loop is not None:
@@ -204,7 +216,9 @@ def detail(request, loop_id: str):
             }
             for run in runs
         ],
+        "events": [event_row(event, zone_name=zone_name, now=now) for event in events],
         "zone": zone_name,
+        "here": request.get_full_path(),
     }
     return render(request, "panel/detail.html", context)
 
@@ -254,6 +268,167 @@ def delete(request, loop_id: str):
         "back": back,
     }
     return render(request, "panel/delete.html", context)
+
+
+# -- operating a loop (contract §9, issue 15) ------------------------------------------------------------
+#
+# Pause and resume are immediate and idempotent: one POST from a button on the row or the loop's page.
+# Run now and retry deliver at once, so, like delete, a GET asks first and the POST acts. Every POST
+# is CSRF-protected and goes back (`next`, if it is on this site) with a message saying what happened;
+# a refusal (409 run_in_flight, not_failed, ...) is that message, never an error page.
+
+
+def _check_loop_id(loop_id: str):
+    if not is_identifier(loop_id):
+        raise Http404("No such loop.")
+
+
+def _gone(loop_id: str) -> str:
+    return f"There is no loop {loop_id} any more: it was deleted."
+
+
+def _operate(request, loop_id: str, action) -> HttpResponseRedirect:
+    """POST: run `action(loop, actor, now) -> (level, text)` and go back with its message."""
+    _check_loop_id(loop_id)
+    undecodable = utf8.undecodable_form(request)
+    if undecodable:  # e.g. the `next` field: not a URL to follow with U+FFFD in it
+        return _not_utf8(request, undecodable, where="form")
+    back = _safe_next(request, reverse("panel:detail", args=[loop_id]))
+    now = truncate_to_ms(timezone.now())
+    try:
+        level, text = action(loop_get(loop_id), Actor.user(request.user), now)
+    except UnknownLoop:
+        messages.error(request, _gone(loop_id))
+        back = _safe_next(request, reverse("panel:index"))  # its page may not exist any more
+    except ApiError as exc:  # 409 run_in_flight, not_failed; 422 pausing a completed loop
+        messages.error(request, exc.message)
+    else:
+        messages.add_message(request, level, text)
+    return redirect(back)
+
+
+def _next_run_words(loop, now) -> str:
+    moment = when(loop.next_at, loop_zone(loop), now)
+    return f"next run {moment.local}" if moment else "no next run"
+
+
+def _pause(loop, actor, now):
+    if loop.state == LoopState.PAUSED:
+        return messages.INFO, f"{loop_title(loop)} was already paused."
+    operations.loop_pause(loop_id=loop.loop_id, actor=actor, now=now)
+    return messages.SUCCESS, f"Paused {loop_title(loop)}: it will not run until it is resumed."
+
+
+def _resume(loop, actor, now):
+    if loop.state != LoopState.PAUSED:
+        return messages.INFO, f"{loop_title(loop)} was not paused."
+    loop = operations.loop_resume(loop_id=loop.loop_id, actor=actor, now=now)
+    return messages.SUCCESS, f"Resumed {loop_title(loop)} — {_next_run_words(loop, now)}."
+
+
+def _run_now(loop, actor, now):
+    run = operations.loop_run_now(loop_id=loop.loop_id, actor=actor, now=now)
+    return (
+        messages.SUCCESS,
+        f"Queued a manual run of {loop_title(loop)} ({run.run_id}, revision {run.revision}); "
+        "its schedule is unchanged.",
+    )
+
+
+def _retry(loop, actor, now):
+    loop = operations.loop_retry(loop_id=loop.loop_id, actor=actor, now=now)
+    return messages.SUCCESS, f"Retrying {loop_title(loop)}: it fires once, now."
+
+
+@staff_required
+@require_POST
+def pause(request, loop_id: str):
+    return _operate(request, loop_id, _pause)
+
+
+@staff_required
+@require_POST
+def resume(request, loop_id: str):
+    return _operate(request, loop_id, _resume)
+
+
+def _confirm(request, loop_id: str, action, *, template: str):
+    """GET: ask (the loop's facts, and why it may be refused). POST: act, as _operate."""
+    if request.method == "POST":
+        return _operate(request, loop_id, action)
+    _check_loop_id(loop_id)
+    back = _safe_next(request, reverse("panel:detail", args=[loop_id]))
+    now = timezone.now()
+    try:
+        loop = loop_get(loop_id)
+    except UnknownLoop:
+        messages.error(request, _gone(loop_id))
+        return redirect(_safe_next(request, reverse("panel:index")))
+    titles = queries.session_titles([loop.session_id])
+    global_session = get_host().global_session() if loop.session_id == "self" else None
+    context = {
+        "now": now,
+        "health": _health(now),
+        "row": loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)),
+        "back": back,
+    }
+    return render(request, template, context)
+
+
+@staff_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def run_now(request, loop_id: str):
+    """contract §9 run: one manual occurrence, now, through the scheduler's delivery path."""
+    return _confirm(request, loop_id, _run_now, template="panel/run_now.html")
+
+
+@staff_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def retry(request, loop_id: str):
+    """contract §9 retry: a failed loop fires once, now."""
+    return _confirm(request, loop_id, _retry, template="panel/retry.html")
+
+
+@staff_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def edit(request, loop_id: str):
+    """contract §9 PATCH as a form: the New loop form, pre-filled, plus the name."""
+    _check_loop_id(loop_id)
+    now = timezone.now()
+    back = _safe_next(request, reverse("panel:detail", args=[loop_id]))
+    try:
+        loop = loop_get(loop_id)
+    except UnknownLoop:
+        messages.error(request, _gone(loop_id))
+        return redirect(reverse("panel:index"))
+    host = get_host()
+    sessions = host.list_sessions(limit=PICKER_SESSIONS)
+    global_session = host.global_session()
+    presets = queries.preset_names(extra=[s.preset for s in sessions])
+    options = {"loop": loop, "sessions": sessions, "global_session": global_session, "presets": presets}
+    if request.method == "POST":
+        form = LoopEditForm(
+            request.POST, undecodable=utf8.undecodable_form(request), actor=Actor.user(request.user), **options
+        )
+        saved = form.save(now=now) if form.is_valid() else None
+        if saved is not None:
+            if saved.revision == loop.revision:
+                messages.info(request, f"Nothing changed: {loop_title(saved)} stays at revision {saved.revision}.")
+            else:
+                messages.success(request, f"Saved {loop_title(saved)} as revision {saved.revision}.")
+            return redirect(back)
+    else:
+        form = LoopEditForm(**options)
+    context = {
+        "now": now,
+        "health": _health(now),
+        "form": form,
+        "loop": loop,
+        "has_global_session": global_session is not None,
+        "back": back,
+    }
+    # 422 for a refused submission, as the create form.
+    return render(request, "panel/edit.html", context, status=422 if form.is_bound else 200)
 
 
 @staff_required

@@ -53,14 +53,15 @@ def create_loop(
     as the tools take it, `created_by` defaulting to what a caller-less create records."""
     now = truncate_to_ms(at or timezone.now())
     domain = TypeAdapter(ScheduleIn).validate_python(schedule).to_schedule(host_tz=django_settings.TIME_ZONE, now=now)
+    creator = services.default_creator() if created_by is None else created_by
     return services.loop_create(
         prompt=prompt,
         schedule=domain,
         target=target,
         preset=preset,
-        created_by=services.default_creator() if created_by is None else created_by,
+        created_by=creator,
         created_at=now,
-        actor=Actor.session(created_by),
+        actor=Actor.session(creator or None),
     )
 
 

@@ -3,6 +3,7 @@ and (for tests marked `browser`) a real headless Chromium driven by Selenium."""
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from pathlib import Path
@@ -148,3 +149,118 @@ def screenshot_dir(tmp_path) -> Path:
         target.mkdir(parents=True, exist_ok=True)
         return target
     return tmp_path
+
+
+WAIT = 10
+
+
+class Page:
+    """A thin layer over the driver: navigate, find, wait (pages are server-rendered)."""
+
+    def __init__(self, driver, base_url: str):
+        self.driver, self.base = driver, base_url
+
+    def go(self, path: str):
+        self.driver.get(self.base + path)
+
+    def wait(self, condition, message: str = ""):
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        return WebDriverWait(self.driver, WAIT).until(condition, message)
+
+    def find(self, css: str):
+        from selenium.webdriver.common.by import By
+
+        return self.wait(lambda d: d.find_element(By.CSS_SELECTOR, css), f"no {css}")
+
+    def all(self, css: str):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def submit(self, button_css: str):
+        """Click a submit button and wait for the next page to load."""
+        old = self.find("html")
+        self.find(button_css).click()
+        self.wait(lambda d: _stale(old), "the page did not change")
+
+    @property
+    def path(self) -> str:
+        return self.driver.current_url.removeprefix(self.base)
+
+    @property
+    def text(self) -> str:
+        return self.find("body").text
+
+    def choose(self, name: str, value: str):
+        self.find(f'input[name="{name}"][value="{value}"]').click()
+
+    def select(self, name: str, value: str):
+        from selenium.webdriver.support.select import Select
+
+        Select(self.find(f'select[name="{name}"]')).select_by_value(value)
+
+    def type(self, name: str, text: str):
+        field = self.find(f'[name="{name}"]')
+        field.clear()
+        field.send_keys(text)
+
+    def shoot(self, path, *, width: int, mobile: bool = False, max_height: int = 4000):
+        """A full-page PNG at a given CSS width (CDP: the whole document, not just the viewport)."""
+        cdp = self.driver.execute_cdp_cmd
+        cdp(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 100, "deviceScaleFactor": 1, "mobile": mobile},
+        )
+        height = self.driver.execute_script(
+            "return Math.max(Math.ceil(document.body.getBoundingClientRect().bottom),"
+            " document.documentElement.scrollHeight)"
+        )
+        height = min(height, max_height)
+        cdp(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+        )
+        shot = cdp("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})
+        cdp("Emulation.clearDeviceMetricsOverride", {})
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
+
+
+def _stale(element) -> bool:
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.tag_name
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        # Mid-navigation Chromium may say the same thing in other words.
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
+
+
+@pytest.fixture
+def page(browser, live_server, staff_user, world):
+    driver = browser
+    # A person in Berlin: the create form suggests the browser's zone for cron loops.
+    driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})
+    page = Page(driver, live_server.url)
+    page.go("/admin/login/")
+    driver.delete_all_cookies()
+    return page
+
+
+def log_in(page: Page):
+    page.go("/panel/")
+    assert page.path.startswith("/admin/login/?next=/panel/")
+    page.type("username", "ada")
+    page.type("password", PASSWORD)
+    page.submit('input[type="submit"]')
+    assert page.path == "/panel/"
+
+
+def row(page: Page, loop_id: str):
+    return page.find(f'tr[id="{loop_id}"]')

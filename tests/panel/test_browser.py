@@ -6,7 +6,6 @@ docs/screenshots with DSHLOOP_SCREENSHOTS=1 (how the committed pictures are refr
 
 from __future__ import annotations
 
-import base64
 import re
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -14,127 +13,14 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
-from loops import humanize
-from loops.models import Loop, LoopRun, SchedulerHeartbeat
+from loops import humanize, operations
+from loops.events import Actor
+from loops.models import ActorKind, Loop, LoopEvent, LoopRun, SchedulerHeartbeat
 from tests.conftest import create_loop, every
 
-from .conftest import PASSWORD
+from .conftest import log_in, row
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-WAIT = 10
-
-
-class Page:
-    """A thin layer over the driver: navigate, find, wait (pages are server-rendered)."""
-
-    def __init__(self, driver, base_url: str):
-        self.driver, self.base = driver, base_url
-
-    def go(self, path: str):
-        self.driver.get(self.base + path)
-
-    def wait(self, condition, message: str = ""):
-        from selenium.webdriver.support.ui import WebDriverWait
-
-        return WebDriverWait(self.driver, WAIT).until(condition, message)
-
-    def find(self, css: str):
-        from selenium.webdriver.common.by import By
-
-        return self.wait(lambda d: d.find_element(By.CSS_SELECTOR, css), f"no {css}")
-
-    def all(self, css: str):
-        from selenium.webdriver.common.by import By
-
-        return self.driver.find_elements(By.CSS_SELECTOR, css)
-
-    def submit(self, button_css: str):
-        """Click a submit button and wait for the next page to load."""
-        old = self.find("html")
-        self.find(button_css).click()
-        self.wait(lambda d: _stale(old), "the page did not change")
-
-    @property
-    def path(self) -> str:
-        return self.driver.current_url.removeprefix(self.base)
-
-    @property
-    def text(self) -> str:
-        return self.find("body").text
-
-    def choose(self, name: str, value: str):
-        self.find(f'input[name="{name}"][value="{value}"]').click()
-
-    def select(self, name: str, value: str):
-        from selenium.webdriver.support.select import Select
-
-        Select(self.find(f'select[name="{name}"]')).select_by_value(value)
-
-    def type(self, name: str, text: str):
-        field = self.find(f'[name="{name}"]')
-        field.clear()
-        field.send_keys(text)
-
-    def shoot(self, path, *, width: int, mobile: bool = False, max_height: int = 4000):
-        """A full-page PNG at a given CSS width (CDP: the whole document, not just the viewport)."""
-        cdp = self.driver.execute_cdp_cmd
-        cdp(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": 100, "deviceScaleFactor": 1, "mobile": mobile},
-        )
-        height = self.driver.execute_script(
-            "return Math.max(Math.ceil(document.body.getBoundingClientRect().bottom),"
-            " document.documentElement.scrollHeight)"
-        )
-        height = min(height, max_height)
-        cdp(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
-        )
-        shot = cdp("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False})
-        cdp("Emulation.clearDeviceMetricsOverride", {})
-        path.write_bytes(base64.b64decode(shot["data"]))
-        return path
-
-
-def _stale(element) -> bool:
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-
-    try:
-        element.tag_name
-    except StaleElementReferenceException:
-        return True
-    except WebDriverException as exc:
-        # Mid-navigation Chromium may say the same thing in other words.
-        if "does not belong to the document" in str(exc):
-            return True
-        raise
-    return False
-
-
-@pytest.fixture
-def page(browser, live_server, staff_user, world):
-    driver = browser
-    # A person in Berlin: the create form suggests the browser's zone for cron loops.
-    driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})
-    page = Page(driver, live_server.url)
-    page.go("/admin/login/")
-    driver.delete_all_cookies()
-    return page
-
-
-def log_in(page: Page):
-    page.go("/panel/")
-    assert page.path.startswith("/admin/login/?next=/panel/")
-    page.type("username", "ada")
-    page.type("password", PASSWORD)
-    page.submit('input[type="submit"]')
-    assert page.path == "/panel/"
-
-
-def row(page: Page, loop_id: str):
-    return page.find(f'tr[id="{loop_id}"]')
 
 
 def newest_loop() -> Loop:
@@ -255,7 +141,7 @@ def test_create_each_kind_and_target_see_it_listed_open_it_delete_it(page):
 
     # --- delete, with confirmation -------------------------------------------------------------------------
     page.go("/panel/")
-    row(page, every.loop_id).find_element("css selector", ".cell-actions a").click()
+    row(page, every.loop_id).find_element("css selector", '.cell-actions [data-action="delete"]').click()
     page.wait(lambda d: "/delete" in d.current_url)
     assert "Delete this loop?" in page.text and "Check the deployment status" in page.text
     page.submit("#confirm-delete")
@@ -325,7 +211,7 @@ def seed_for_pictures():
         result="failed",
         error="Session ses_b could not be resumed: host timed out after 10 s",
     )
-    make(
+    ping = make(
         "Ping me if the staging build is red.",
         {"kind": "every", "every_seconds": 3600},
         "ses_9f2c1e",
@@ -361,13 +247,47 @@ def seed_for_pictures():
             fallback="profile default preset (global interface had none)" if days == 3 else "",
         )
     Loop.objects.filter(loop_id=standup.loop_id).update(last_run_at=past_runs[0], last_result="delivered")
+    # issue 15: a name and a new prompt (revision 2) two days ago, so the runs since then record
+    # revision 2; a Run now at that revision; and a paused loop.
+    ada = Actor(ActorKind.USER, "ada")
+    LoopEvent.objects.filter(loop_id=standup.loop_id).update(at=now - timedelta(days=8))
+    edited_at = now - timedelta(days=2)
+    operations.loop_edit(
+        loop_id=standup.loop_id,
+        changes={
+            "name": "Stand-up summary",
+            "prompt": "Post the stand-up summary from yesterday's merged PRs, open incidents and on-call notes.",
+        },
+        actor=ada,
+        now=edited_at,
+    )
+    LoopRun.objects.filter(loop_id=standup.loop_id, scheduled_at__gt=edited_at).update(revision=2)
+    manual_at = now - timedelta(minutes=25)
+    LoopRun.objects.create(
+        run_id="run_shotmanual",
+        loop_id=standup.loop_id,
+        occurrence_key=f"{standup.loop_id}@manual:run_shotmanual",
+        scheduled_at=manual_at,
+        status="delivered",
+        attempt=1,
+        target_session_id="ses_global",
+        claimed_at=manual_at,
+        started_at=manual_at,
+        finished_at=manual_at,
+        revision=2,
+        manual=True,
+    )
+    LoopEvent.objects.create(
+        loop_id=standup.loop_id, at=manual_at, kind="run_now", actor_kind="user", actor_id="ada", revision=2
+    )
+    operations.loop_pause(loop_id=ping.loop_id, actor=ada, now=now - timedelta(minutes=50))
     SchedulerHeartbeat.objects.create(
         instance_id="shot", hostname="laptop", pid=4242, started_at=now, last_tick_at=now + timedelta(minutes=10)
     )
     return standup
 
 
-def test_screenshots_of_panel_detail_and_composer_status(page, screenshot_dir):
+def test_screenshots_of_panel_detail_edit_and_composer_status(page, screenshot_dir):
     standup = seed_for_pictures()
     log_in(page)
     page.go("/panel/")
@@ -375,11 +295,18 @@ def test_screenshots_of_panel_detail_and_composer_status(page, screenshot_dir):
     shots = [page.shoot(screenshot_dir / "panel.png", width=1280)]
     shots.append(page.shoot(screenshot_dir / "panel-phone.png", width=390, mobile=True, max_height=1200))
     page.go(f"/panel/loops/{standup.loop_id}/")
+    assert page.find("#loop-name").text == "Stand-up summary"
+    assert [cell.text for cell in page.all("#events .event-kind")] == ["Run now", "Edited", "Created"]
     shots.append(page.shoot(screenshot_dir / "detail.png", width=1100))
     page.go("/panel/new?session=ses_a")
     page.choose("target", "new")
     page.choose("kind", "cron")
     shots.append(page.shoot(screenshot_dir / "create.png", width=1000))
+    page.go(f"/panel/loops/{standup.loop_id}/edit")
+    page.type("name", "Stand-up summary (weekdays)")
+    shots.append(page.shoot(screenshot_dir / "edit.png", width=1000))
+    page.go(f"/panel/loops/{standup.loop_id}/run?next=/panel/")
+    shots.append(page.shoot(screenshot_dir / "run-now.png", width=800))
     page.go("/panel/sessions/ses_global/status")
     assert "1 loop" in page.text
     shots.append(page.shoot(screenshot_dir / "status.png", width=440))

@@ -19,7 +19,7 @@ from loops.models import Loop, LoopRun, RunStatus
 from sessions_app.models import InboxMessage, SessionHeader
 from tests.processes import Schedulers, wait_for
 
-from .test_browser import Page, row
+from .conftest import Page, row
 
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from loops.models import Loop, LoopState
 from loops.presenters import OVERDUE_AFTER, loop_state
-from panel.queries import state_q
+from panel.queries import STATE_FILTERS, state_q
 
 pytestmark = pytest.mark.django_db
 
@@ -25,13 +25,18 @@ def test_state_filter_matches_loop_state_on_every_edge(make_loop):
         "running_late": (LoopState.RUNNING, now - timedelta(hours=1)),
         "failed": (LoopState.FAILED, None),
         "completed": (LoopState.COMPLETED, None),
+        "paused": (LoopState.PAUSED, None),  # contract §9: a paused loop has no next_at
+        "paused_with_a_stale_next": (LoopState.PAUSED, now - timedelta(hours=1)),  # still paused, never overdue
     }
     ids = {}
     for name, (state, next_at) in cases.items():
         loop = make_loop(name)
         Loop.objects.filter(loop_id=loop.loop_id).update(state=state, next_at=next_at)
         ids[loop.loop_id] = name
-    for state in ("scheduled", "running", "overdue", "failed", "completed"):
+    # Every filter that names a state (all but "last_failed", which is about the last run).
+    states = [state for state in STATE_FILTERS if state != "last_failed"]
+    assert {"scheduled", "running", "overdue", "paused", "failed", "completed"} <= set(states)
+    for state in states:
         by_filter = set(Loop.objects.filter(state_q(state, now)).values_list("loop_id", flat=True))
         by_presenter = {loop.loop_id for loop in Loop.objects.all() if loop_state(loop, now) == state}
         assert by_filter == by_presenter, (state, {ids[i] for i in by_filter ^ by_presenter})
