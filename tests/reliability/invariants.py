@@ -171,3 +171,103 @@ def delivered_per_scheduler(outputs: list[str]) -> list[Counter]:
 
     line = re.compile(r"loop=(\S+) scheduled=(\S+) outcome=delivered")
     return [Counter(match.groups() for match in line.finditer(output)) for output in outputs]
+
+
+# -- issue 15: operators racing the schedulers (test_operate_race.py) -------------------------------
+
+
+def open_run_overlaps(loop_ids: list[str]) -> dict[str, int]:
+    """Loops that have more than one run open right now. One statement, so one consistent snapshot
+    of the database: sampled while the scenario runs, it sees the moment two runs are in flight."""
+    return dict(
+        LoopRun.objects.filter(loop_id__in=loop_ids, status__in=OPEN_STATUSES)
+        .values_list("loop_id")
+        .annotate(n=Count("run_id"))
+        .filter(n__gt=1)
+    )
+
+
+def delivered_prompt(text: str) -> str:
+    """The prompt a delivered message carries (contract §7: parsing gives it back byte for byte)."""
+    from xml.etree import ElementTree
+
+    return ElementTree.fromstring(text).findtext("prompt")
+
+
+def check_runs_against_inbox(loop_ids: list[str]) -> list[LoopRun]:
+    """For loops whose runs are all over: one run per occurrence key, one inbox message per
+    delivered run (naming it, in the inbox of the session it resolved, carrying the prompt the run
+    recorded) and no message for a run that was not delivered. Returns the runs."""
+    runs = list(LoopRun.objects.filter(loop_id__in=loop_ids).order_by("loop_id", "claimed_at", "run_id"))
+    still_open = [run.occurrence_key for run in runs if run.status in OPEN_STATUSES]
+    assert not still_open, f"runs still open: {still_open[:5]}"
+    keys = Counter(run.occurrence_key for run in runs)
+    assert max(keys.values(), default=1) == 1, f"an occurrence key used twice: {keys.most_common(3)}"
+    messages = list(
+        InboxMessage.objects.filter(source__loop_id__in=loop_ids).values(
+            "occurrence_key", "session_id", "source", "text"
+        )
+    )
+    per_key = Counter(message["occurrence_key"] for message in messages)
+    assert max(per_key.values(), default=1) == 1, f"an occurrence delivered twice: {per_key.most_common(3)}"
+    by_key = {run.occurrence_key: run for run in runs}
+    delivered = {key for key, run in by_key.items() if run.status == "delivered"}
+    missing = delivered - set(per_key)
+    assert not missing, f"delivered runs without an inbox message: {sorted(missing)[:5]}"
+    stray = set(per_key) - delivered
+    assert not stray, "inbox messages of runs not delivered: " + "; ".join(
+        f"{key} ({by_key[key].status if key in by_key else 'no run'})" for key in sorted(stray)[:5]
+    )
+    wrong = []
+    for message in messages:
+        run = by_key[message["occurrence_key"]]
+        if message["source"]["run_id"] != run.run_id or message["session_id"] != run.target_session_id:
+            wrong.append(f"{run.occurrence_key}: message {message['source']} in {message['session_id']}")
+        elif delivered_prompt(message["text"]) != run.prompt:
+            wrong.append(
+                f"{run.occurrence_key} (revision {run.revision}): delivered {delivered_prompt(message['text'])!r}, "
+                f"the run records {run.prompt!r}"
+            )
+    assert not wrong, f"{len(wrong)} message(s) that do not match their run: " + "; ".join(wrong[:5])
+    return runs
+
+
+def runs_in_flight_together(runs: list[LoopRun]) -> list[str]:
+    """Pairs of runs of one loop that were provably open at the same moment.
+
+    A run's claim has committed before its `started_at` is read (a worker starts what a committed
+    claim enqueued), and its outcome commits after its `finished_at` is read: so the run was open
+    over [started_at, finished_at] at least, and two such spans that overlap mean two runs in
+    flight at once. (Not claimed_at: a clock reads it before it waits for the loop's row.)"""
+    spans = defaultdict(list)
+    for run in runs:
+        if run.started_at and run.finished_at:
+            spans[run.loop_id].append(run)
+    together = []
+    for loop_runs in spans.values():
+        loop_runs.sort(key=lambda run: run.started_at)
+        latest = None  # the run that finishes last so far
+        for run in loop_runs:
+            if latest is not None and run.started_at < latest.finished_at:
+                together.append(
+                    f"{latest.occurrence_key} [{latest.started_at:%H:%M:%S.%f}, {latest.finished_at:%H:%M:%S.%f}] and "
+                    f"{run.occurrence_key} [{run.started_at:%H:%M:%S.%f}, {run.finished_at:%H:%M:%S.%f}]"
+                )
+            if latest is None or run.finished_at > latest.finished_at:
+                latest = run
+    return together
+
+
+def state_mismatches(loop_ids: list[str]) -> dict[str, str]:
+    """Loops whose state contradicts their runs right now (one statement, one snapshot): `running`
+    with no run open (stuck: no clock claims it again) or `scheduled` with one open (a clock may
+    claim a second). A paused loop may have a run in flight; it finishes."""
+    from django.db.models import Exists, OuterRef, Q
+
+    busy = LoopRun.objects.filter(loop_id=OuterRef("loop_id"), status__in=OPEN_STATUSES)
+    return dict(
+        Loop.objects.filter(loop_id__in=loop_ids)
+        .annotate(busy=Exists(busy))
+        .filter(Q(state=LoopState.RUNNING, busy=False) | Q(state=LoopState.SCHEDULED, busy=True))
+        .values_list("loop_id", "state")
+    )
