@@ -16,17 +16,14 @@ from loops.message import loop_message
 from sessions_app.hosts.base import HostError
 from sessions_app.hosts.dsh import DshError, DshHost, new_session_id
 from tests.dsh import DshHost as RealDsh
-from tests.dsh import require_dsh_dir
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db]
 
 
-@pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    """One DSH for the module (each test uses its own session IDs); restarted by the cold test."""
-    host = RealDsh(require_dsh_dir(), tmp_path_factory.mktemp("dsh") / "home").start()
-    yield host
-    host.stop()
+@pytest.fixture
+def real(dsh) -> RealDsh:
+    """Each test's own DSH (tests/conftest.py `dsh`: a free port, its own DSH_HOME, stopped by PID)."""
+    return dsh
 
 
 @pytest.fixture
