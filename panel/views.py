@@ -259,14 +259,7 @@ def delete(request, loop_id: str):
     except UnknownLoop:
         messages.info(request, f"{loop_id} was already deleted.")
         return redirect(back)
-    titles = queries.session_titles([loop.session_id])
-    global_session = get_host().global_session() if loop.session_id == "self" else None
-    context = {
-        "now": now,
-        "health": _health(now),
-        "row": loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)),
-        "back": back,
-    }
+    context = _confirmation(loop, now=now, back=back)
     return render(request, "panel/delete.html", context)
 
 
@@ -352,6 +345,18 @@ def resume(request, loop_id: str):
     return _operate(request, loop_id, _resume)
 
 
+def _confirmation(loop, *, now, back: str) -> dict:
+    """What a confirmation page (delete, run now, retry) shows of the loop it asks about."""
+    titles = queries.session_titles([loop.session_id])
+    global_session = get_host().global_session() if loop.session_id == "self" else None
+    return {
+        "now": now,
+        "health": _health(now),
+        "row": loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)),
+        "back": back,
+    }
+
+
 def _confirm(request, loop_id: str, action, *, template: str):
     """GET: ask (the loop's facts, and why it may be refused). POST: act, as _operate."""
     if request.method == "POST":
@@ -364,14 +369,7 @@ def _confirm(request, loop_id: str, action, *, template: str):
     except UnknownLoop:
         messages.error(request, _gone(loop_id))
         return redirect(_safe_next(request, reverse("panel:index")))
-    titles = queries.session_titles([loop.session_id])
-    global_session = get_host().global_session() if loop.session_id == "self" else None
-    context = {
-        "now": now,
-        "health": _health(now),
-        "row": loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)),
-        "back": back,
-    }
+    context = _confirmation(loop, now=now, back=back)
     return render(request, template, context)
 
 
