@@ -7,7 +7,9 @@ as a second pass with DATABASE_URL), on PostgreSQL.
 from __future__ import annotations
 
 import json
+import logging
 import os
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -63,6 +65,21 @@ def create_loop(
         created_at=now,
         actor=Actor.session(creator or None),
     )
+
+
+@contextmanager
+def captured_log(caplog, name: str):
+    """caplog, sure to see logger `name`: settings stop "dshloop" from propagating to the root
+    logger, where caplog listens (pytest's logging plugin may already have attached it there)."""
+    logger = logging.getLogger(name)
+    attach = caplog.handler not in logging.getLogger("dshloop").handlers
+    if attach:
+        logger.addHandler(caplog.handler)
+    try:
+        yield caplog
+    finally:
+        if attach:
+            logger.removeHandler(caplog.handler)
 
 
 def pytest_report_header(config):

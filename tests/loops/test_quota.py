@@ -16,6 +16,7 @@ from loops.delivery import deliver_run
 from loops.models import Loop, LoopState
 from loops.v1_import import import_v1_records
 from tests.conftest import T0, error_of
+from tests.panel.test_create import form as panel_form
 
 LIMIT = 3
 EVERY = {"kind": "every", "every_seconds": 600}
@@ -146,21 +147,7 @@ def staff_client(django_user_model, settings) -> Client:
 
 
 def panel_create(client, **fields):
-    data = {
-        "prompt": "Check the deployment",
-        "target": "self",
-        "kind": "every",
-        "every_amount": "10",
-        "every_unit": "60",
-        "after_amount": "30",
-        "after_unit": "60",
-        "cron_expr": "",
-        "tz": "",
-        "session": "",
-        "preset": "",
-        **fields,
-    }
-    return client.post("/panel/new", data)
+    return client.post("/panel/new", panel_form(**fields))
 
 
 def form_errors(response) -> list[str]:

@@ -12,6 +12,7 @@ from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError
 from sessions_app.hosts.http import HttpHost
 from sessions_app.models import SessionHeader
+from tests.conftest import captured_log
 
 SOURCE = {"kind": "loop", "loop_id": "loop_1", "run_id": "run_1", "occurrence_key": "loop_1@1000", "scheduled_at": 1000}
 
@@ -23,15 +24,8 @@ def http(refhost, db) -> HttpHost:
 
 @pytest.fixture
 def host_log(caplog):
-    """caplog, sure to see the hosts logger: settings stop "dshloop" from propagating to the root
-    logger, where caplog listens (pytest's logging plugin may already have attached it there)."""
-    logger = logging.getLogger("dshloop.hosts")
-    attach = caplog.handler not in logging.getLogger("dshloop").handlers
-    if attach:
-        logger.addHandler(caplog.handler)
-    yield caplog
-    if attach:
-        logger.removeHandler(caplog.handler)
+    with captured_log(caplog, "dshloop.hosts") as log:
+        yield log
 
 
 def host_warnings(caplog) -> list[str]:

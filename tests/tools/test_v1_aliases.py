@@ -13,7 +13,7 @@ import pytest
 import time_machine
 
 from loops.models import Loop
-from tests.conftest import ApiClient, error_of
+from tests.conftest import ApiClient, captured_log, error_of
 from tools import aliases
 
 NOW = datetime(2025, 6, 2, 10, 0, 0, 250000, tzinfo=UTC)
@@ -30,15 +30,8 @@ def fresh_alias_memory():
 
 @pytest.fixture
 def alias_log(caplog):
-    """caplog, sure to see the loops logger: settings stop "dshloop" from propagating to the root
-    logger, where caplog listens (pytest's logging plugin may already have attached it there)."""
-    logger = logging.getLogger("dshloop.tools")
-    attach = caplog.handler not in logging.getLogger("dshloop").handlers
-    if attach:
-        logger.addHandler(caplog.handler)
-    yield caplog
-    if attach:
-        logger.removeHandler(caplog.handler)
+    with captured_log(caplog, "dshloop.tools") as log:
+        yield log
 
 
 def alias_warnings(caplog) -> list[logging.LogRecord]:
