@@ -15,7 +15,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from loops.api import loops_router, manage_router
+from loops.api import host_runs_router, loops_router, manage_router
 from loops.health import router as health_router
 from sessions_app.api import host_router
 from sessions_app.hosts.base import HostError
@@ -163,6 +163,7 @@ for prefix, router in [
     ("/loops", loops_router),
     ("/loops", manage_router),
     ("/host", host_router),
+    ("/host", host_runs_router),
 ]:
     router.add_decorator(refuse_impossible_ids)
     api.add_router(prefix, router)

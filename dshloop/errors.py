@@ -55,6 +55,10 @@ class NotFailed(ApiError):
     status, code = 409, "not_failed"
 
 
+class OutcomeRecorded(ApiError):
+    status, code = 409, "outcome_recorded"
+
+
 class QuotaExceeded(ApiError):
     status, code = 409, "quota_exceeded"
 

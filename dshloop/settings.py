@@ -51,6 +51,20 @@ def env_int(name: str, default: int, *, minimum: int = 1) -> int:
     return value
 
 
+def env_int_list(name: str, default: list[int]) -> list[int]:
+    """Comma-separated positive integers, e.g. "30,60,300"."""
+    raw = env_str(name)
+    if not raw:
+        return default
+    try:
+        values = [int(item) for item in raw.split(",")]
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be comma-separated integers, not {raw!r}.") from None
+    if not values or min(values) < 1:
+        raise ImproperlyConfigured(f"{name} must list at least one integer, each at least 1, not {raw!r}.")
+    return values
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name)
     return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
@@ -270,6 +284,19 @@ DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION = env_int("DSHLOOP_MAX_ACTIVE_LOOPS_PER_SES
 # (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.
 DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 45)
+
+# A run's whole life (issue 16, contract §10).
+# Consecutive failures of a recurring loop delay its next claim by these (the last repeats), and
+# after DSHLOOP_AUTO_PAUSE_AFTER in a row pause it ("auto: <error>"); 0 never pauses.
+DSHLOOP_FAILURE_BACKOFF_SECONDS = env_int_list("DSHLOOP_FAILURE_BACKOFF_SECONDS", [30, 60, 300, 900, 3600])
+DSHLOOP_AUTO_PAUSE_AFTER = env_int("DSHLOOP_AUTO_PAUSE_AFTER", 5, minimum=0)
+# Unset: the spec's one catch-up after downtime, however late. Set: a catch-up later than this is
+# recorded as a skipped run instead of being delivered.
+DSHLOOP_MISFIRE_GRACE_SECONDS = env_int("DSHLOOP_MISFIRE_GRACE_SECONDS", 0) or None
+# Retention: each loop keeps its newest terminal runs; embedded inbox messages expire. Open runs
+# and the audit trail are never pruned.
+DSHLOOP_RUN_HISTORY_LIMIT = env_int("DSHLOOP_RUN_HISTORY_LIMIT", 200)
+DSHLOOP_INBOX_RETENTION_DAYS = env_int("DSHLOOP_INBOX_RETENTION_DAYS", 30)
 
 # django-q2: the ORM broker on the same alias as the loops, so an enqueue commits in the
 # same transaction as its claim (django-q2 #293). timeout < retry (a task must never be

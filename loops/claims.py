@@ -10,6 +10,7 @@ transaction, so a crash can neither lose nor double an occurrence (django-q2 #29
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from datetime import datetime, timedelta
 
@@ -21,6 +22,7 @@ from dshloop.bulk import insert_rows, update_rows
 from dshloop.timeutil import to_ms
 
 from . import schedules
+from .humanize import short_span
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .queue import enqueue_deliveries
 
@@ -87,14 +89,43 @@ def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
         )
 
 
+def _misfire(late: timedelta, grace: int | None, *, one_shot: bool) -> str | None:
+    """Why a catch-up this late is not delivered, or None to deliver it (contract §10,
+    DSHLOOP_MISFIRE_GRACE_SECONDS; unset: the spec's one catch-up however late)."""
+    if grace is None or late <= timedelta(seconds=grace):
+        return None
+    # Rounded up, so the lateness shown is never the grace itself.
+    late_words = short_span(math.ceil(late.total_seconds()))
+    then = (
+        "a one-shot loop has no next occurrence: retry it to deliver it now"
+        if one_shot
+        else "the loop goes on with its next occurrence"
+    )
+    return (
+        f"Not delivered: {late_words} late, beyond the misfire grace of {grace} s "
+        f"(DSHLOOP_MISFIRE_GRACE_SECONDS); {then}."
+    )
+
+
 def _advance(loop: Loop, now: datetime) -> LoopRun:
-    """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`."""
+    """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`.
+
+    With DSHLOOP_MISFIRE_GRACE_SECONDS set, a catch-up later than the grace is not delivered: the
+    run is returned already `skipped` (the reason in `error`, itself counted in `missed`) and the
+    loop goes on with its next occurrence; a one-shot has none, so it fails (retryable)."""
     catch_up = schedules.catch_up(
         loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
     )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
-    loop.next_at = None if loop.kind == ScheduleKind.AFTER else catch_up.next_at
-    loop.state = LoopState.RUNNING
+    one_shot = loop.kind == ScheduleKind.AFTER
+    loop.next_at = None if one_shot else catch_up.next_at
+    reason = _misfire(now - catch_up.deliver_at, settings.DSHLOOP_MISFIRE_GRACE_SECONDS, one_shot=one_shot)
+    if reason is None:
+        loop.state = LoopState.RUNNING
+        return run
+    run.status, run.error, run.finished_at, run.retry_at = RunStatus.SKIPPED, reason, now, None
+    run.missed += 1  # the occurrences this outage cost: the folded ones and this one
+    loop.state = LoopState.FAILED if one_shot else LoopState.SCHEDULED
     return run
 
 
@@ -132,10 +163,27 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         inserted = insert_rows(
             LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs], skip_conflicts=True
         )
-        _skip_taken([run for run in runs if run.run_id not in inserted], {loop.loop_id: loop for loop in loops}, now)
-        run_ids = [run.run_id for run in runs if run.run_id in inserted]
+        by_id = {loop.loop_id: loop for loop in loops}
+        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now)
+        _record_misfires(
+            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], by_id, now
+        )
+        # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
+        run_ids = [run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED]
         enqueue_deliveries(run_ids)
     return run_ids
+
+
+def _record_misfires(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> None:
+    """Catch-ups later than the misfire grace, now recorded as skipped runs: say so in the log.
+    A recurring loop was already moved on to its next occurrence and keeps its last result (the
+    reason is on the run); a failed one-shot shows the reason itself."""
+    for run in runs:
+        logger.warning(
+            "loop=%s scheduled=%s outcome=skipped error=%r", run.loop_id, run.scheduled_at.isoformat(), run.error
+        )
+        if loops[run.loop_id].kind == ScheduleKind.AFTER:
+            Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
 
 
 def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> None:
@@ -150,6 +198,8 @@ def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> N
         logger.error(
             "loop=%s scheduled=%s outcome=skipped error=%s", run.loop_id, run.scheduled_at.isoformat(), message
         )
+        if run.status == RunStatus.SKIPPED:
+            run.missed -= 1  # a misfire counted itself as missed, but its occurrence has a run
         # Its own key names the occurrence it stands for; the original key stays with the first run.
         run.occurrence_key = f"{run.occurrence_key}:skipped:{run.run_id}"
         run.status, run.error, run.finished_at, run.retry_at = RunStatus.SKIPPED, message, now, None

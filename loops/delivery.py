@@ -29,6 +29,7 @@ from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
 
 from .claims import OPEN_STATUSES, free_rows, lease
+from .failures import after_failures, locked_loops, take_outcome
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .notify import CLOCK_MAX_SLEEP, notify_clocks
@@ -170,14 +171,19 @@ def _record(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> N
     # holds on one rather than skip it, in primary-key order like every writer of runs.
     leases = {outcome.run.run_id: outcome.run.lease_until for outcome in outcomes}
     ours = {
-        run_id
-        for run_id, lease_until in LoopRun.objects.select_for_update()
+        run_id: (turn, summary, error)
+        for run_id, lease_until, turn, summary, error in LoopRun.objects.select_for_update()
         .filter(run_id__in=list(leases), status__in=OPEN_STATUSES)
         .order_by("run_id")
-        .values_list("run_id", "lease_until")
+        .values_list("run_id", "lease_until", "outcome", "summary", "error")
         if lease_until == leases[run_id]
     }
     outcomes = [outcome for outcome in outcomes if outcome.run.run_id in ours]
+    for outcome in outcomes:
+        # A host may report the turn's end before the delivery is recorded (contract §10).
+        turn, outcome.run.summary, error = ours[outcome.run.run_id]
+        if turn:
+            outcome.run.outcome, outcome.error = turn, outcome.error or error
     for outcome in outcomes:
         _settle(outcome, now)
     update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
@@ -227,16 +233,22 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime
         # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
         states = [] if manual else [When(kind=ScheduleKind.AFTER, then=Value(after_state))]
+        # A scheduled run that went well ends its loop's failure streak (issue 16).
+        streak = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
         Loop.objects.filter(loop_id__in=loop_ids).update(
             last_run_at=now,
             last_result=status,
             last_error=error,
+            last_outcome="",
+            last_summary="",
             state=Case(
                 *states,
                 When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
                 default=F("state"),
             ),
+            **streak,
         )
+    _apply_failure_policy([outcome.run for outcome in finished], now)
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
     if any(
         loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
@@ -245,6 +257,20 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime
     ):
         # Claimable again soon: a clock sleeping past that deadline must wake up.
         transaction.on_commit(notify_clocks)
+
+
+def _apply_failure_policy(runs: list[LoopRun], now: datetime) -> None:
+    """Back off or pause loops whose scheduled run failed (loops.failures). The rare runs whose
+    turn's outcome the host reported before this record take it from the history instead."""
+    reported = {run.loop_id: run for run in runs if run.outcome}
+    failed = {run.loop_id: run for run in runs if run.status == RunStatus.FAILED and not run.outcome and not run.manual}
+    if not reported and not failed:
+        return
+    for loop in locked_loops([*reported, *failed]):
+        if loop.loop_id in reported:
+            take_outcome(loop, reported[loop.loop_id], now=now)
+        else:
+            after_failures(loop, loop.consecutive_failures + 1, error=failed[loop.loop_id].error, now=now)
 
 
 def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:

@@ -45,6 +45,9 @@ class Loop(models.Model):
     last_run_at = models.DateTimeField(null=True, blank=True)
     last_result = models.CharField(max_length=10, blank=True)
     last_error = models.TextField(blank=True)
+    # The host's report of how the last run's turn ended (contract §10), while it is the latest.
+    last_outcome = models.CharField(max_length=10, blank=True)
+    last_summary = models.TextField(blank=True)
     v1_id = models.CharField(
         max_length=255, null=True, blank=True, unique=True, help_text="The id of an imported v1 loop."
     )
@@ -88,6 +91,14 @@ class Loop(models.Model):
         return schedules.Cron(self.cron_expr, self.tz or None)
 
 
+class RunOutcome(models.TextChoices):
+    """How the turn a delivery started ended, as its host reports it (contract §10)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class RunStatus(models.TextChoices):
     CLAIMED = "claimed"
     DELIVERING = "delivering"
@@ -125,6 +136,10 @@ class LoopRun(models.Model):
     # contract §4: the loop revision this run executed, and whether an operator asked for it (run now).
     revision = models.PositiveIntegerField(default=1)
     manual = models.BooleanField(default=False)
+    # contract §10: how the turn ended, from the host; the turn's error (if any) goes in `error`.
+    outcome = models.CharField(max_length=10, choices=RunOutcome.choices, blank=True)
+    summary = models.TextField(blank=True)
+    outcome_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-scheduled_at"]

@@ -28,7 +28,7 @@ from .presenters import schedule_view
 from .queue import enqueue_deliveries
 from .services import check_loop_quota, check_target, lock_quota_count
 
-OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for
+OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for (loops.failures: "auto: …")
 
 
 def _now(now: datetime | None) -> datetime:
@@ -55,7 +55,7 @@ def _next_after(loop: Loop, now: datetime) -> datetime | None:
     return schedules.next_occurrence(loop.schedule, created_at=loop.anchor, after=now, host_tz=settings.TIME_ZONE)
 
 
-def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None, reason: str = OPERATOR) -> Loop:
+def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
     """Never claimed again until resumed; a run already in flight finishes. Idempotent."""
     now = _now(now)
     with transaction.atomic(durable=True):
@@ -64,9 +64,9 @@ def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None, reaso
             return loop
         if loop.state == LoopState.COMPLETED:
             raise InvalidInput(f"{loop_id} is completed: it has no occurrence left to pause.", field="loop_id")
-        loop.state, loop.next_at, loop.paused_at, loop.pause_reason = LoopState.PAUSED, None, now, reason
+        loop.state, loop.next_at, loop.paused_at, loop.pause_reason = LoopState.PAUSED, None, now, OPERATOR
         loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason"])
-        record_event(loop, EventKind.PAUSED if reason == OPERATOR else EventKind.AUTO_PAUSED, actor, at=now)
+        record_event(loop, EventKind.PAUSED, actor, at=now)
     transaction.on_commit(notify_clocks)
     return loop
 
@@ -83,7 +83,9 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
         # One run in flight per loop: with a run still open, the clock waits for it to finish.
         loop.state = LoopState.RUNNING if _has_open_run(loop_id) else LoopState.SCHEDULED
         loop.next_at, loop.paused_at, loop.pause_reason = _next_after(loop, now), None, ""
-        loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason"])
+        # A fresh start: an operator who resumes an auto-paused loop has looked at it (issue 16).
+        loop.consecutive_failures = 0
+        loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason", "consecutive_failures"])
         record_event(loop, EventKind.RESUMED, actor, at=now)
     transaction.on_commit(notify_clocks)
     return loop

@@ -67,6 +67,9 @@ def run_view(run: LoopRun) -> dict:
         "fallback": run.fallback or None,
         "revision": run.revision,
         "manual": run.manual,
+        "outcome": run.outcome or None,
+        "summary": run.summary or None,
+        "outcome_at": _ms(run.outcome_at),
     }
     return {key: value for key, value in view.items() if value is not None}
 

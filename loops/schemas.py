@@ -244,6 +244,17 @@ class RunView(BaseModel):
     fallback: str | None = None
     revision: int
     manual: bool
+    outcome: Literal["succeeded", "failed", "cancelled"] | None = None
+    summary: str | None = None
+    outcome_at: int | None = None
+
+
+class OutcomeIn(StrictModel):
+    """contract §10: how the turn a delivery started ended, as its host saw it."""
+
+    status: Literal["succeeded", "failed", "cancelled"]
+    summary: text(4000) | None = Field(None, description="What the turn did, in a sentence or a paragraph.")
+    error: text(4000) | None = Field(None, description="Why the turn failed, when it did.")
 
 
 class RunsOut(BaseModel):

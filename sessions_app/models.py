@@ -83,7 +83,11 @@ class InboxMessage(models.Model):
 
     class Meta:
         ordering = ["created_at", "message_id"]
-        indexes = [models.Index(fields=["session_id", "created_at"], name="inbox_session_idx")]
+        indexes = [
+            models.Index(fields=["session_id", "created_at"], name="inbox_session_idx"),
+            # Retention (contract §10): messages older than DSHLOOP_INBOX_RETENTION_DAYS, oldest first.
+            models.Index(fields=["created_at"], name="inbox_created_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.occurrence_key

@@ -166,7 +166,9 @@ def test_deleted_target_session_fails_at_once(create, make_session):
     assert not inbox()
     refreshed(loop)
     assert (loop.state, loop.last_result, loop.last_error) == (LoopState.SCHEDULED, "failed", run.error)
-    assert loop.next_at == T0 + s(20)  # spec: every/cron keep their schedule after a failure
+    # spec: every/cron keep their schedule after a failure, after the failure backoff (issue 16):
+    # the first occurrence at least 30 s after the failure.
+    assert loop.next_at == T0 + s(40)
 
 
 # --- self: the global interface at delivery time ------------------------------------------------
@@ -203,7 +205,7 @@ def test_self_without_a_global_interface_fails_at_once_and_keeps_the_schedule(cr
     assert not inbox()
     refreshed(loop)
     assert (loop.state, loop.last_result, loop.last_error) == (LoopState.SCHEDULED, "failed", run.error)
-    assert loop.next_at == T0 + s(20)
+    assert loop.next_at == T0 + s(40)  # after the failure backoff
 
 
 # --- new: a fresh session per occurrence, preset chosen or inherited, model inherited ------------
@@ -448,7 +450,8 @@ def test_run_whose_driver_keeps_dying_is_given_up_and_frees_its_loop(create, mak
     assert not inbox()
     refreshed(loop)
     assert (loop.state, loop.last_result) == (LoopState.SCHEDULED, "failed")
-    assert len(claim(now)) == 1  # the loop fires again on its schedule
+    assert loop.next_at == now + s(30)  # on its schedule again, after the failure backoff
+    assert len(claim(loop.next_at)) == 1
 
 
 def test_new_session_made_just_before_a_crash_is_reused(create, monkeypatch):

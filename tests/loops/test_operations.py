@@ -4,10 +4,8 @@ with claim_due and deliver_runs under a frozen clock."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
-import pytest
 import time_machine
 
 from dshloop.timeutil import to_ms
@@ -16,42 +14,6 @@ from loops.delivery import deliver_runs
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from sessions_app.models import InboxMessage
 from tests.conftest import T0, after, error_of, every, s
-
-
-@pytest.fixture
-def ops(manage_api):
-    """POST/GET/PATCH on /api/loops/{id}[/action] at a frozen moment."""
-
-    def call(method: str, loop_id: str, action: str = "", body: dict | None = None, *, at: datetime = T0):
-        path = f"/api/loops/{loop_id}" + (f"/{action}" if action else "")
-        with time_machine.travel(at, tick=False):
-            if method == "GET":
-                return manage_api.get(path)
-            if method == "PATCH":
-                return manage_api.client.patch(
-                    path,
-                    data=json.dumps(body or {}),
-                    content_type="application/json",
-                    headers=manage_api.headers(),
-                )
-            return manage_api.post(path, body or {})
-
-    return call
-
-
-@pytest.fixture
-def make(api, make_session):
-    make_session("ses_target", status="idle")
-
-    def create(schedule: dict, *, at: datetime = T0, **body) -> dict:
-        with time_machine.travel(at, tick=False):
-            response = api.tool(
-                "loop_create", {"prompt": "Check the deploy", "schedule": schedule, "session_id": "ses_target", **body}
-            )
-        assert response.status_code == 200, response.content
-        return response.json()
-
-    return create
 
 
 def claim(at: datetime) -> list[str]:
