@@ -49,6 +49,9 @@ class LoopRow:
     last_run_ago: str
     last_result: str
     last_error: str
+    # contract §10: how the last run's turn ended, as its host reported it (empty until then)
+    last_outcome: str
+    last_summary: str
     # contract §9, the operators' fields
     name: str
     revision: int
@@ -129,6 +132,8 @@ def loop_row(loop: Loop, *, now: datetime, titles: dict, global_title: str | Non
         last_run_ago=humanize.ago(loop.last_run_at, now),
         last_result=loop.last_result,
         last_error=loop.last_error,
+        last_outcome=loop.last_outcome,
+        last_summary=loop.last_summary,
         name=loop.name,
         revision=loop.revision,
         paused_at=when(loop.paused_at, zone_name, now),

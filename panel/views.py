@@ -212,6 +212,7 @@ def detail(request, loop_id: str):
                 "run": run,
                 "scheduled": when(run.scheduled_at, zone_name, now),
                 "finished": when(run.finished_at, zone_name, now),
+                "outcome_at": when(run.outcome_at, zone_name, now),
                 "prompt": preview(run.prompt, 80),
             }
             for run in runs
