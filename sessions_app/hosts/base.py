@@ -17,6 +17,35 @@ class Delivered:
     delivery: str  # next_turn | next_step
 
 
+# contract §10: a turn outcome's summary and error, each at most this many characters.
+OUTCOME_TEXT_LIMIT = 4000
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A delivered run whose turn outcome is asked of the host (the optional `turn_outcomes`)."""
+
+    run_id: str
+    session_id: str
+    occurrence_key: str  # the delivered message's key (DSH: its rpcId)
+    # Epoch ms no later than the message reached the host (the run's first delivery attempt):
+    # a host reads its log back to here, never further.
+    delivered_at_ms: int
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """How the turn a delivered message started (or joined) ended, as the host itself logged it."""
+
+    status: str  # succeeded | failed | cancelled (loops.models.RunOutcome)
+    summary: str = ""  # the turn's final assistant text, when the host has it (≤ OUTCOME_TEXT_LIMIT)
+    error: str = ""  # why it failed or was cancelled (≤ OUTCOME_TEXT_LIMIT)
+
+
+def clip(text: str, limit: int = OUTCOME_TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class HostError(Exception):
     """A host call failed. transient=True: retrying later may succeed (timeout, 5xx, refused)."""
 
@@ -48,6 +77,17 @@ class Host(Protocol):
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]: ...
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]: ...
+
+
+class TurnOutcomes(Protocol):
+    """An optional host capability (the `dsh` host): the host tells how a delivered turn ended.
+    Hosts that cannot lack the method; their outcomes come in through POST /api/host/runs/{id}/outcome."""
+
+    def turn_outcomes(self, runs: list[RunRef]) -> dict[str, TurnEnd]:
+        """Outcomes by run_id, only for runs whose turn has ended; runs still in flight, or whose
+        session or message the host no longer has, are left out. Raises HostError when the host
+        cannot be read at all."""
+        ...
 
 
 @dataclass(frozen=True)
