@@ -148,10 +148,11 @@ class Dshloop(System):
             """
             INSERT INTO loops_loop (loop_id, prompt, kind, every_seconds, after_seconds, cron_expr, tz,
                 session_id, preset, created_by_session_id, created_at, next_at, state, last_run_at,
-                last_result, last_error, v1_id)
+                last_result, last_error, v1_id, name, revision, pause_reason, consecutive_failures,
+                last_outcome, last_summary)
             SELECT 'loop_bench_' || lpad(i::text, 8, '0'), 'bench prompt ' || i, 'every', %(period)s, NULL,
                 '', '', 'ses_bench_' || lpad((i %% %(sessions)s)::text, 4, '0'), '', 'ses_bench_0000',
-                due - %(period)s * interval '1 second', due, 'scheduled', NULL, '', '', NULL
+                due - %(period)s * interval '1 second', due, 'scheduled', NULL, '', '', NULL, '', 1, '', 0, '', ''
             FROM (SELECT i, date_trunc('milliseconds', %(first)s::timestamptz
                          + (i - %(start)s) * %(step)s * interval '1 second') AS due
                   FROM generate_series(%(start)s, %(stop)s - 1) AS i) AS rows

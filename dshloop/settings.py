@@ -297,6 +297,7 @@ DSHLOOP_MISFIRE_GRACE_SECONDS = env_int("DSHLOOP_MISFIRE_GRACE_SECONDS", 0) or N
 # and the audit trail are never pruned.
 DSHLOOP_RUN_HISTORY_LIMIT = env_int("DSHLOOP_RUN_HISTORY_LIMIT", 200)
 DSHLOOP_INBOX_RETENTION_DAYS = env_int("DSHLOOP_INBOX_RETENTION_DAYS", 30)
+DSHLOOP_PRUNE_INTERVAL_SECONDS = env_int("DSHLOOP_PRUNE_INTERVAL_SECONDS", 3600)  # runloops: at start, then so often
 
 # django-q2: the ORM broker on the same alias as the loops, so an enqueue commits in the
 # same transaction as its claim (django-q2 #293). timeout < retry (a task must never be

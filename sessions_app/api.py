@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import QuerySet
-from ninja import Router
+from ninja import Query, Router
 
 from dshloop.auth import host_auth
-from dshloop.errors import NotFound
+from dshloop.errors import InvalidInput, NotFound
 from dshloop.schemas import answers
 from dshloop.timeutil import to_ms
 from dshloop.validation import check_identifier
@@ -22,6 +23,7 @@ from .schemas import (
     HostSessionIn,
     HostSessionOut,
     InboxOut,
+    InboxQuery,
     SessionId,
 )
 from .selectors import session_info
@@ -61,12 +63,31 @@ def host_preset_put(request, name: str, payload: HostPresetIn):
     return {"name": preset.name, "mountable": preset.mountable}
 
 
-def inbox_messages(session_id: str) -> QuerySet[InboxMessage]:
-    return InboxMessage.objects.filter(session_id=session_id).order_by("created_at", "message_id")
+def inbox_messages(session_id: str, *, after: str | None = None, limit: int | None = None) -> QuerySet[InboxMessage]:
+    """A session's messages oldest first (created_at, then message_id), those after `after` only.
+
+    inbox_session_idx (session_id, created_at) serves both the anchor's lookup and the page: the
+    redundant created_at >= anchor bound makes the page an index range starting at the anchor
+    rather than at the session's first message."""
+    messages = InboxMessage.objects.filter(session_id=session_id).order_by("created_at", "message_id")
+    if after is not None:
+        anchor = messages.filter(message_id=after).values_list("created_at", flat=True).first()
+        if anchor is None:
+            raise InvalidInput(
+                f"'after' is not a message of session {session_id!r}: it may have expired (messages are kept "
+                f"{settings.DSHLOOP_INBOX_RETENTION_DAYS} days), so list the inbox from the start, without 'after'.",
+                field="after",
+            )
+        messages = messages.filter(created_at__gte=anchor).exclude(created_at=anchor, message_id__lte=after)
+    return messages[:limit] if limit is not None else messages
 
 
 @host_router.get("/sessions/{session_id}/inbox", response=answers(InboxOut, 404))
-def host_inbox(request, session_id: str):
+def host_inbox(request, session_id: str, query: Query[InboxQuery]):
+    """The session's inbox, oldest first. To page it, pass `limit` and then, as `after`, the last
+    message_id you received: the next call returns only the messages after it. Messages expire after
+    DSHLOOP_INBOX_RETENTION_DAYS; an `after` that is gone (or belongs to another session) is 422
+    `invalid_input` with field `after`: list again from the start, without it."""
     if get_host().get_session(session_id) is None:
         raise NotFound(f"No session {session_id!r}.")
     return {
@@ -79,6 +100,6 @@ def host_inbox(request, session_id: str):
                 "source": m.source,
                 "created_at": to_ms(m.created_at),
             }
-            for m in inbox_messages(session_id)
+            for m in inbox_messages(session_id, after=query.after, limit=query.limit)
         ]
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from ninja import Schema
 from pydantic import AfterValidator, BaseModel, Field
 
 from dshloop.schemas import Identifier, StrictModel, text
@@ -95,3 +96,12 @@ class InboxMessageOut(BaseModel):
 
 class InboxOut(BaseModel):
     messages: list[InboxMessageOut]
+
+
+class InboxQuery(Schema):
+    """contract §10: a page of a session's inbox, oldest first."""
+
+    after: Annotated[
+        Identifier | None, Field(description="A message_id of this session: only the messages after it.")
+    ] = None
+    limit: Annotated[int | None, Field(ge=1, le=1000, description="At most this many messages; all without it.")] = None

@@ -59,6 +59,9 @@ class Serve:
             "DJANGO_SETTINGS_MODULE": "dshloop.settings",
             "DATABASE_URL": database_url(),
             "DSHLOOP_HOST": "local",
+            # A run in flight when its scheduler is killed waits for its lease (45 s by default)
+            # before another one re-drives it: short here, so the tests time the restart, not that.
+            "DSHLOOP_RUN_LEASE_SECONDS": "3",
             "DJANGO_SECRET_KEY": "test-serve-supervision-not-a-secret",
             "PYTHONUNBUFFERED": "1",
         }

@@ -95,6 +95,15 @@ def test_a_cold_dsh_session_is_resumed_then_receives(dsh, dsh_schedulers, worksp
 
     assert dsh.attached("dsh-sleeper")
     assert len(dsh.user_messages("dsh-sleeper", rpc_id=key)) == 1
+    # The scheduler's housekeeping thread reads how the turn ended from DSH's log (issue 16): with
+    # no model credential here, DSH ends it with an error.
+    run = wait_for(
+        lambda: LoopRun.objects.filter(occurrence_key=key).exclude(outcome="").first(),
+        timeout=30,
+        interval=0.5,
+        message="the turn's outcome",
+    )
+    assert run.outcome == "failed" and "MISSING_CREDENTIAL" in run.error, (run.outcome, run.error)
 
 
 def test_a_scheduler_killed_between_send_and_record_does_not_send_twice(

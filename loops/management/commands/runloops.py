@@ -1,4 +1,5 @@
-"""`manage.py runloops`: the scheduler — a django-q2 cluster (ORM broker) plus the loop clock.
+"""`manage.py runloops`: the scheduler — a django-q2 cluster (ORM broker), the loop clock, and a
+housekeeping thread for periodic jobs such as retention (loops.housekeeping), off the clock's thread.
 
 Any number may run against one PostgreSQL database. SIGTERM/SIGINT stop the clock at once
 and the cluster within 10 s, leaving no child process behind. A kill -9 leaves none either: the
@@ -21,10 +22,14 @@ from django.db import connections
 from django_q.cluster import Cluster
 
 from loops.clock import Clock
+from loops.housekeeping import Housekeeper, default_jobs
 
 logger = logging.getLogger("dshloop.runloops")
 
 STOP_GRACE_SECONDS = 8.0
+# A housekeeping step is one bounded batch, so the thread stops at once; the budget is a backstop
+# (it is a daemon thread) within the 10 s graceful stop.
+HOUSEKEEPING_STOP_SECONDS = 1.0
 
 # `manage.py serve` puts its pid here: the scheduler it supervises must not outlive it.
 SERVE_PID_ENV = "DSHLOOP_SERVE_PID"
@@ -118,10 +123,17 @@ class Command(BaseCommand):
             watch_parent(int(os.environ[SERVE_PID_ENV]), stop)
         cluster_dies_with_parent()
         cluster.start()
+        # Started after the fork of the cluster's processes, so that none of them inherits it.
+        housekeeper = Housekeeper(stop, jobs=default_jobs())
+        housekeeper.start()
         clock = Clock(stop=stop)
         try:
             clock.run()
         finally:
+            if not stop.is_set():  # the clock ended by an exception: stop the housekeeper too
+                signalled = True  # a signal now must not set the event inside this set() (see on_signal)
+                stop.set()
+            housekeeper.join(HOUSEKEEPING_STOP_SECONDS)
             self.stop_cluster(cluster)
 
     def stop_cluster(self, cluster) -> None:
