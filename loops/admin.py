@@ -234,6 +234,7 @@ class LoopRunAdmin(ReadOnlyAdmin):
         "loop_link",
         "scheduled_at",
         "status",
+        "outcome",
         "revision",
         "manual",
         "attempt",
@@ -242,7 +243,7 @@ class LoopRunAdmin(ReadOnlyAdmin):
         "error_preview",
         "fallback",
     ]
-    list_filter = ["status", "manual"]
+    list_filter = ["status", "outcome", "manual"]
     search_fields = ["=loop_id", "=run_id", "occurrence_key", "target_session_id", "error"]
     date_hierarchy = "scheduled_at"
     list_per_page = 100
