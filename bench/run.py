@@ -88,13 +88,13 @@ QUICK = Sizes(
 )
 
 
-def setup_django() -> None:
+def setup_django(database: str | None = None) -> None:
     """The harness is a dshloop process on the bench database: it uses the product's own
     notify_clocks, models (to capture queries) and API (for the latency benchmark)."""
     from bench import db
 
     os.environ["DJANGO_SETTINGS_MODULE"] = "dshloop.settings"
-    os.environ["DATABASE_URL"] = db.url(db.DSHLOOP_DB)
+    os.environ["DATABASE_URL"] = db.url(database or db.DSHLOOP_DB)
     os.environ.setdefault("DSHLOOP_HOST", "local")
     # Settings refuse PostgreSQL without a secret key; every process of the run (both systems'
     # schedulers and migrations, bench.systems) inherits this one from os.environ.
@@ -244,6 +244,51 @@ class Run:
                         )
 
 
+# Lists at 100,000 loops (issue 17): loops, sessions, timed requests per list, whole lists, page size.
+LISTS_DATABASE = "dshloop_bench_lists"  # its own: the list benchmark can run beside a full run
+LISTS_FULL = {"loops": 100_000, "sessions": 100_000, "requests": 200, "full_lists": 10, "page_limit": 1000}
+LISTS_QUICK = {"loops": 10_000, "sessions": 10_000, "requests": 50, "full_lists": 3, "page_limit": 1000}
+
+
+def lists(quick: bool, keep_database: bool) -> int:
+    """`--lists`: only the list benchmark (bench.benchmarks.list_latency), in a database of its own
+    (so it can run beside a full run). Prints its numbers; docs/BENCHMARKS.md's section "Lists at
+    100,000 loops (issue 17)" is written from them by hand (it compares runs before and after a change)."""
+    setup_django(LISTS_DATABASE)
+    from bench import db, report
+    from bench.benchmarks import fill_lists, list_latency
+    from bench.systems import Dshloop
+
+    system = Dshloop()
+    system.database = LISTS_DATABASE
+
+    sizes = LISTS_QUICK if quick else LISTS_FULL
+    out_dir = BASE_DIR / "var" / "bench" / time.strftime("%Y%m%d-%H%M%S-lists")
+    out_dir.mkdir(parents=True)
+    results = {"machine": report.machine_facts(), "sizes": sizes}
+    log(f"lists: {sizes['loops']:,} loops, {sizes['sessions']:,} sessions in {system.database}")
+    try:
+        system.create_database()
+        fill_lists(system, loops=sizes["loops"], sessions=sizes["sessions"])
+        log("lists: filled; timing …")
+        results["lists"] = list_latency(
+            requests=sizes["requests"], full_lists=sizes["full_lists"], page_limit=sizes["page_limit"]
+        )
+    finally:
+        results["machine"]["load_average_end"] = os.getloadavg()
+        (out_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
+        if not keep_database:
+            from django.db import connection
+
+            connection.close()
+            if system.conn is not None:
+                system.conn.close()
+            db.drop(system.database)
+    print(json.dumps(results["lists"], indent=1))
+    log(f"lists: raw results in {out_dir}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (checks the harness)")
@@ -252,7 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(BASE_DIR / "docs" / "BENCHMARKS.md"))
     parser.add_argument("--keep-databases", action="store_true", help="leave the bench databases for inspection")
     parser.add_argument("--render", metavar="RESULTS_JSON", help="only rewrite the report from a saved results.json")
+    parser.add_argument(
+        "--lists", action="store_true", help="only the list benchmark of issue 17 (its own database; prints numbers)"
+    )
     args = parser.parse_args(argv)
+    if args.lists:
+        return lists(args.quick, args.keep_databases)
     if args.render:
         from bench import report
 

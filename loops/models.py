@@ -69,6 +69,12 @@ class Loop(models.Model):
             # next_at <= now ORDER BY next_at LIMIT n, and the sleep query (MIN next_at).
             models.Index(fields=["next_at"], condition=Q(state="scheduled"), name="loop_due_idx"),
             models.Index(fields=["created_at"], name="loop_created_idx"),
+            # loop_list and the panel's list (selectors._ordered): WHERE state <> 'completed' ORDER BY
+            # next_at (NULLS LAST: PostgreSQL's ascending order), created_at, loop_id [LIMIT n]; each
+            # keyset page of selectors.loop_rows is a range scan on it (issue 17).
+            models.Index(
+                fields=["next_at", "created_at", "loop_id"], condition=~Q(state="completed"), name="loop_list_idx"
+            ),
             # The quota count for "new"/"self" loops (selectors.active_loops_in_quota):
             # WHERE created_by_session_id = X AND session_id IN ('new', 'self') AND state <> 'completed'.
             models.Index(fields=["created_by_session_id", "session_id"], name="loop_creator_idx"),

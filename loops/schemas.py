@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
 from dshloop.errors import InvalidInput
 from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, text
@@ -133,10 +133,38 @@ class LoopCreateIn(StrictModel):
         return self.schedule.to_schedule(host_tz=host_tz, now=now)
 
 
+MAX_LIST_PAGE = 1000
+
+
 class LoopListIn(StrictModel):
+    """The whole list, or with limit one page of it; the order is the same either way (contract §3)."""
+
     session_id: (
         Annotated[
             Identifier, Field(description='Omit for the calling session; "global" for every loop; or a session ID.')
+        ]
+        | None
+    ) = None
+    limit: (
+        Annotated[
+            int,
+            Field(
+                ge=1,
+                le=MAX_LIST_PAGE,
+                description="Page size, 1..1000: at most this many loops, with next_cursor while more remain. "
+                "Omit for the whole list.",
+            ),
+        ]
+        | None
+    ) = None
+    cursor: (
+        Annotated[
+            str,
+            StringConstraints(strict=True, min_length=1, max_length=1000),
+            Field(
+                description="The next_cursor of the previous page, as it came: the next page of the same list "
+                "(same session_id, and the same caller for {}). Needs limit."
+            ),
         ]
         | None
     ) = None
@@ -221,7 +249,14 @@ class EventsOut(BaseModel):
 
 
 class LoopListOut(BaseModel):
+    """Loops by next_at (absent last), then created_at, then loop_id (contract §3)."""
+
     loops: list[LoopView]
+    next_cursor: str | None = Field(
+        None,
+        description="Only while more loops remain after this page: send it back as cursor, with the same "
+        "session_id and a limit, for the next page.",
+    )
 
 
 class LoopDeleteOut(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet
 
 from dshloop.validation import is_identifier
@@ -107,16 +108,32 @@ def session_titles(session_ids) -> dict[str, str | None]:
     }
 
 
+# The targets in ID order, one probe of the session_id index each (a loose index scan): each finds
+# the first active loop's target after the last one found. A DISTINCT over every loop read all of
+# them: 33 ms at 100,000 loops against 3 ms (issue 17). Raw SQL (STYLE 18): the ORM has no
+# recursive query. `n` bounds the walk: "self" and "new" take a step each but are not shown.
+_TARGET_SESSIONS_SQL = """
+WITH RECURSIVE targets(session_id, n) AS (
+    SELECT (SELECT session_id FROM {loops} WHERE NOT state = %s ORDER BY session_id LIMIT 1), 1
+    UNION ALL
+    SELECT (
+        SELECT l.session_id FROM {loops} AS l
+        WHERE l.session_id > t.session_id AND NOT l.state = %s ORDER BY l.session_id LIMIT 1
+    ), t.n + 1
+    FROM targets AS t WHERE t.session_id IS NOT NULL AND t.n < %s
+)
+SELECT session_id FROM targets WHERE session_id IS NOT NULL AND session_id NOT IN (%s, %s) ORDER BY n LIMIT %s
+"""
+
+
 def loop_target_sessions(limit: int = 200) -> list[str]:
-    """Actual sessions that loops target, for the target filter (one query, distinct in the database)."""
-    ids = (
-        Loop.objects.exclude(session_id__in=["self", "new"])
-        .exclude(state=LoopState.COMPLETED)
-        .order_by("session_id")
-        .values_list("session_id", flat=True)
-        .distinct()[:limit]
-    )
-    return list(ids)
+    """Actual sessions that active loops target, the first `limit` by ID, for the target filter."""
+    sql = _TARGET_SESSIONS_SQL.format(loops=connection.ops.quote_name(Loop._meta.db_table))
+    reserved = [ReservedTarget.SELF.value, ReservedTarget.NEW.value]
+    completed = LoopState.COMPLETED.value
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [completed, completed, limit + len(reserved), *reserved, limit])
+        return [session_id for (session_id,) in cursor.fetchall()]
 
 
 def preset_names(extra=()) -> list[str]:

@@ -2,11 +2,12 @@
 
 The same steps ninja takes around a tool route: the input model validates the arguments, the
 tool's function does the work, a host that could not answer is `target_unavailable`, and the
-result is the output model's JSON with unset fields omitted.
+result is the output model's JSON with unset fields omitted (loop_list's function encodes it itself).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from dshloop.validation import invalid_input_from
 from sessions_app.hosts.base import HostError
 
 from .catalogue import BY_NAME
+from .functions import Encoded
 
 
 def call_tool(name: str, arguments: Mapping[str, Any] | None, *, caller: str | None) -> dict:
@@ -34,4 +36,6 @@ def call_tool(name: str, arguments: Mapping[str, Any] | None, *, caller: str | N
         result = tool.function(payload, caller)
     except HostError as exc:
         raise host_unavailable(exc) from exc  # as dshloop.api.on_host_error answers REST
+    if isinstance(result, Encoded):  # loop_list: the very bytes REST sends
+        return json.loads(result.json)
     return result.model_dump(mode="json", exclude_none=True)

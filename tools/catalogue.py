@@ -22,7 +22,9 @@ class Tool:
     name: str
     input: type[BaseModel]
     output: type[BaseModel]
-    function: Callable[[BaseModel, str | None], BaseModel]
+    # Returns the output model, or (loop_list: 100,000 loops are too many to validate one by one)
+    # the output model's JSON, encoded by the presenter that defines the shape (functions.Encoded).
+    function: Callable[[BaseModel, str | None], BaseModel | functions.Encoded]
     description: str
 
     def definition(self) -> dict:
@@ -54,9 +56,11 @@ TOOLS = (
         LoopListIn,
         LoopListOut,
         functions.loop_list,
-        "List active loops, soonest next_at first: {} for the loops that target your session, "
-        '{"session_id": "global"} for every loop, or {"session_id": "ses_123"} for one session\'s. '
-        '"self" and "new" are loop_create targets, not list scopes. Read-only.',
+        "List active loops, soonest next_at first (loops without one last): {} for the loops that target "
+        'your session, {"session_id": "global"} for every loop, or {"session_id": "ses_123"} for one '
+        'session\'s. "self" and "new" are loop_create targets, not list scopes. The whole list by default; '
+        'for pages, add "limit" (1..1000) and pass each answer\'s "next_cursor" back as "cursor" until an '
+        'answer has none, e.g. {"session_id": "global", "limit": 100}. Read-only.',
     ),
     Tool(
         "loop_delete",

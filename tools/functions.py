@@ -9,7 +9,11 @@ when it named none.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 from django.conf import settings
+from django.core import signing
 from django.utils import timezone
 
 from dshloop.errors import InvalidInput, NoCurrentSession, UnknownSession
@@ -18,8 +22,9 @@ from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import check_identifier
 from loops import services
 from loops.events import Actor
-from loops.presenters import loop_view
-from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
+from loops.presenters import LOOP_VIEW_COLUMNS, LoopRow, loop_list_json, loop_view
+from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopView
+from loops.selectors import Position, loop_rows
 from loops.selectors import loop_list as select_loops
 from sessions_app.hosts import get_host
 from sessions_app.models import RESERVED_SESSION_IDS
@@ -96,12 +101,86 @@ def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
     return LoopView.model_validate(loop_view(loop, now=now))
 
 
-def loop_list(payload: LoopListIn, caller: str | None) -> LoopListOut:
-    """spec §2.2: {} for the caller's session, {"session_id": "global"} for all, or one session's."""
+@dataclass(frozen=True)
+class Encoded:
+    """A tool's output already encoded as its output model's JSON: REST sends these bytes as they
+    are, MCP parses them (tools.call), so both transports answer the same content."""
+
+    json: bytes
+
+
+def loop_list(payload: LoopListIn, caller: str | None) -> Encoded:
+    """spec §2.2: {} for the caller's session, {"session_id": "global"} for all, or one session's;
+    contract §3: the whole list, or pages of `limit` with `next_cursor` while more remain.
+
+    The answer is LoopListOut encoded by loops.presenters.loop_list_json straight from database
+    rows, not a model per loop: at 100,000 loops building and validating those cost seconds (issue
+    17). tests/tools/test_loop_list_paging.py checks the encoding against the model.
+    """
     caller = caller_session(caller)
     scope = payload.session_id if payload.session_id is not None else current_session(caller)
+    loops = select_loops(scope=scope)  # refuses "self" and "new" before the cursor is read
+    after = None
+    if payload.cursor is not None:
+        if payload.limit is None:
+            raise InvalidInput(
+                "'cursor' needs 'limit': send the page size with every page (next_cursor continues a paged list).",
+                field="cursor",
+            )
+        after = list_position(payload.cursor, scope=scope)
     now = timezone.now()
-    return LoopListOut.model_validate({"loops": [loop_view(loop, now=now) for loop in select_loops(scope=scope)]})
+    limit = payload.limit
+    # One row more than the page, to know whether more remain.
+    rows = loop_rows(loops, columns=LOOP_VIEW_COLUMNS, after=after, limit=None if limit is None else limit + 1)
+    if limit is None or len(rows) <= limit:
+        return Encoded(loop_list_json(rows, now=now))
+    rows = rows[:limit]
+    return Encoded(loop_list_json(rows, now=now, next_cursor=list_cursor(LoopRow._make(rows[-1]), scope=scope)))
+
+
+# --- loop_list cursors (contract §3: opaque) ------------------------------------------------------
+# A cursor is the last listed loop's sort key (next_at, created_at, loop_id; instants in epoch µs)
+# and a digest of the list it belongs to, as signed JSON (django.core.signing, SECRET_KEY): a cursor
+# that was changed, cut short or made up is refused instead of silently paging from somewhere else.
+_CURSOR_SALT = "dshloop.loop_list.cursor"
+_CURSOR_VERSION = 1
+
+
+def _list_digest(scope: str) -> str:
+    # Not the scope itself: a session ID can be 255 characters, and cursors stay short.
+    return hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+def list_cursor(row: LoopRow, *, scope: str) -> str:
+    """next_cursor: the next page starts after `row`, in the list `scope` names."""
+    key = [_CURSOR_VERSION, _list_digest(scope), row.next_at_us, row.created_at_us, row.loop_id]
+    return signing.Signer(salt=_CURSOR_SALT).sign_object(key)
+
+
+def list_position(cursor: str, *, scope: str) -> Position:
+    """The position a cursor names, if this server issued it for the list `scope` names."""
+    try:
+        key = signing.Signer(salt=_CURSOR_SALT).unsign_object(cursor)
+    except signing.BadSignature:
+        key = None
+    match key:
+        case [version, str() as digest, int() | None as next_us, int() as created_us, str() as loop_id] if (
+            version == _CURSOR_VERSION
+        ):
+            pass
+        case _:
+            raise InvalidInput(
+                "'cursor' is not a next_cursor this server issued (changed, cut short, or older than its "
+                "secret key): send next_cursor exactly as it came, or start again without a cursor.",
+                field="cursor",
+            )
+    if digest != _list_digest(scope):
+        raise InvalidInput(
+            "'cursor' belongs to another list: send it with the session_id (and the caller, for {}) of "
+            "the page it came from.",
+            field="cursor",
+        )
+    return next_us, created_us, loop_id
 
 
 def loop_delete(payload: LoopDeleteIn, caller: str | None) -> LoopDeleteOut:
