@@ -19,8 +19,14 @@ def ensure_database_directory() -> None:
         Path(database["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 
 
+# `runloops` loads only the apps the scheduler runs (dshloop.settings SCHEDULER_PROCESS, issue 17).
+SCHEDULER_PROCESS_ENV = "DSHLOOP_SCHEDULER_PROCESS"
+
+
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dshloop.settings")
+    if sys.argv[1:2] == ["runloops"]:
+        os.environ[SCHEDULER_PROCESS_ENV] = "1"  # before anything below imports the settings
     from django.core.management import execute_from_command_line
 
     ensure_database_directory()

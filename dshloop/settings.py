@@ -163,6 +163,14 @@ INSTALLED_APPS = [
     "tools",
     "panel",
 ]
+# manage.py sets DSHLOOP_SCHEDULER_PROCESS for `runloops` only (issue 17). The scheduler serves no
+# page or API call and touches no user, so it loads only the task queue and the domain apps (none
+# of whose models refers to the others). What the others import is memory in every one of its
+# processes (a fork inherits it, RSS counts it in each): the admin's autodiscovery alone imports
+# every admin.py and through them ninja, pydantic and httpx, ~19 MiB a process.
+SCHEDULER_PROCESS = env_bool("DSHLOOP_SCHEDULER_PROCESS")
+if SCHEDULER_PROCESS:
+    INSTALLED_APPS = ["django_q", "tokens", "sessions_app", "loops"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

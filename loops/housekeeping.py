@@ -23,7 +23,6 @@ from django.utils import timezone
 
 from sessions_app.hosts import get_host
 
-from .outcome_watch import poll_outcomes
 from .retention import Pruner
 
 logger = logging.getLogger("dshloop.housekeeping")
@@ -85,6 +84,10 @@ OUTCOME_POLL_LIMIT = 200  # runs asked about per poll
 
 def poll_outcomes_step() -> bool:
     """One poll of the host's turn outcomes (loops.outcome_watch); more remain after a full batch."""
+    # Imported here: only a host that logs turn ends (dsh) runs this job, and the scheduler
+    # imports only what it runs (issue 17, memory).
+    from .outcome_watch import poll_outcomes
+
     return poll_outcomes(limit=OUTCOME_POLL_LIMIT) >= OUTCOME_POLL_LIMIT
 
 

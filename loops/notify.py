@@ -12,7 +12,6 @@ import logging
 import select
 import time
 
-import psycopg
 from django.db import DatabaseError, connection
 
 logger = logging.getLogger("dshloop.notify")
@@ -61,6 +60,11 @@ class Listener:
         self.reconnect_at = 0.0  # monotonic time of the next attempt
 
     def _connect(self):
+        # PostgreSQL only, where Django has imported psycopg already. Imported here, SQLite's
+        # scheduler keeps it (~11 MiB) out of its cluster's processes, which import this module
+        # with the broker (issue 17).
+        import psycopg
+
         params = {
             key: value
             for key, value in connection.get_connection_params().items()

@@ -17,12 +17,10 @@ import sys
 import threading
 import time
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand
 from django.db import connections
 from django_q.cluster import Cluster
-
-from loops.clock import Clock
-from loops.housekeeping import Housekeeper, default_jobs
 
 logger = logging.getLogger("dshloop.runloops")
 
@@ -99,6 +97,18 @@ def kill_all(pids: list[int]) -> None:
 
 class Command(BaseCommand):
     help = "Run the loop scheduler: the django-q2 cluster and the loop clock."
+    # The checks that concern the scheduler; the web tier's are `serve`'s and `manage.py check`'s.
+    # The URL check would import the whole URLconf (the API, ninja, pydantic, the panel, the admin,
+    # whose apps the scheduler does not load: dshloop.settings SCHEDULER_PROCESS, issue 17).
+    requires_system_checks = [
+        Tags.models,
+        Tags.caches,
+        Tags.compatibility,
+        Tags.signals,
+        Tags.async_support,
+        Tags.translation,
+        Tags.files,
+    ]
 
     def handle(self, *args, **options):
         stop = threading.Event()
@@ -123,6 +133,11 @@ class Command(BaseCommand):
             watch_parent(int(os.environ[SERVE_PID_ENV]), stop)
         cluster_dies_with_parent()
         cluster.start()
+        # Imported after the fork too: a forked process's RSS counts every page its parent had, and
+        # the cluster's processes never run the clock or housekeeping (issue 17).
+        from loops.clock import Clock
+        from loops.housekeeping import Housekeeper, default_jobs
+
         # Started after the fork of the cluster's processes, so that none of them inherits it.
         housekeeper = Housekeeper(stop, jobs=default_jobs())
         housekeeper.start()
