@@ -21,7 +21,7 @@ from django.conf import settings
 
 from . import schedules
 from .events import SCHEDULER, record_event
-from .models import EventKind, Loop, LoopRun, LoopState, RunOutcome, RunStatus, ScheduleKind
+from .models import EventKind, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus, ScheduleKind
 
 AUTO = "auto: "  # contract §9: the pause_reason of a pause the scheduler made
 _REASON_LENGTH = Loop._meta.get_field("pause_reason").max_length
@@ -76,12 +76,17 @@ def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> N
 
 def count_failures(loop_id: str) -> int:
     """The loop's current streak from its history: failures since its newest non-failure, among
-    its finished scheduled runs, newest first. Bounded by the run history kept (retention)."""
-    finished = (
-        LoopRun.objects.filter(loop_id=loop_id, manual=False, status__in=(RunStatus.DELIVERED, RunStatus.FAILED))
-        .order_by("-scheduled_at")
-        .values_list("status", "outcome")
-    )
+    its finished scheduled runs claimed since it was last resumed (a resume starts a fresh count),
+    newest first. Bounded by the run history kept (retention)."""
+    finished = LoopRun.objects.filter(
+        loop_id=loop_id, manual=False, status__in=(RunStatus.DELIVERED, RunStatus.FAILED)
+    ).order_by("-scheduled_at")
+    resumed = (
+        LoopEvent.objects.filter(loop_id=loop_id, kind=EventKind.RESUMED).order_by("-at").values_list("at", flat=True)
+    ).first()
+    if resumed is not None:
+        finished = finished.filter(claimed_at__gte=resumed)
+    finished = finished.values_list("status", "outcome")
     streak = 0
     for status, outcome in finished.iterator(chunk_size=50):
         if not is_failure(status, outcome):

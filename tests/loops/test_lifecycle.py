@@ -277,3 +277,20 @@ def test_an_older_runs_outcome_leaves_the_loop_row_to_the_newest(make, outcome):
     outcome(older.run_id, {"status": "succeeded", "summary": "old news"}, at=T0 + s(21))
     assert loop_row(loop_id).last_outcome == ""
     assert LoopRun.objects.get(run_id=older.run_id).summary == "old news"
+
+
+def test_a_late_failed_outcome_after_a_resume_counts_from_the_resume(make, ops, outcome, make_session, settings):
+    settings.DSHLOOP_AUTO_PAUSE_AFTER = 2
+    loop_id = make(every(10))["loop_id"]
+    break_target()
+    fire(loop_id, T0 + s(10))
+    fire(loop_id, T0 + s(40))
+    assert loop_row(loop_id).state == LoopState.PAUSED
+    mend_target(make_session)
+    ops("POST", loop_id, "resume", at=T0 + s(1000))
+    run = fire(loop_id, T0 + s(1010))
+    assert run.status == RunStatus.DELIVERED
+    outcome(run.run_id, {"status": "failed", "error": "the turn broke"}, at=T0 + s(1011))
+    loop = loop_row(loop_id)
+    # One failure since the resume: backed off, not paused again by the failures before it.
+    assert (loop.state, loop.consecutive_failures) == (LoopState.SCHEDULED, 1)
