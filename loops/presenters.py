@@ -118,12 +118,7 @@ def loop_views(rows: Iterable[Sequence[Any]], *, now: datetime) -> list[dict]:
         next_at_us,
         last_run_at_us,
     ) in rows:
-        if kind == _EVERY:
-            schedule = {"kind": "every", "every_seconds": every_seconds}
-        elif kind == _AFTER:
-            schedule = {"kind": "after", "after_seconds": after_seconds}
-        else:
-            schedule = _schedule(kind, every_seconds, after_seconds, cron_expr, tz)
+        schedule = _schedule(kind, every_seconds, after_seconds, cron_expr, tz)
         view = {"loop_id": loop_id, "prompt": prompt, "schedule": schedule, "session_id": session_id}
         if preset:
             view["preset"] = preset
