@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Min
+from django.db.models import F, Min
 
 from dshloop.bulk import insert_rows, update_rows
 from dshloop.timeutil import to_ms
@@ -67,6 +67,7 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
         occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
         scheduled_at=scheduled_at,
         status=RunStatus.CLAIMED,
+        attempt=1,  # handed out to a driver by the claim's enqueue (loops.delivery: attempts)
         missed=missed,
         prompt=loop.prompt,
         target=loop.session_id,
@@ -76,13 +77,18 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
     )
 
 
+def _finish_unsent(run: LoopRun, status: str, error: str, now: datetime) -> None:
+    """A run that is recorded finished at its claim and never handed to a driver."""
+    run.status, run.error, run.finished_at, run.retry_at, run.attempt = status, error, now, None, 0
+
+
 def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
     """One loop whose schedule cannot be computed fails alone (its own savepoint)."""
     message = f"The schedule could not be computed: {error}"
     logger.error("loop=%s scheduled=%s outcome=failed error=%s", loop.loop_id, loop.next_at, message)
     with transaction.atomic():
         run = _new_run(loop, scheduled_at=loop.next_at, now=now)
-        run.status, run.error, run.finished_at, run.retry_at = RunStatus.FAILED, message, now, None
+        _finish_unsent(run, RunStatus.FAILED, message, now)
         run.save(force_insert=True)
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
@@ -123,7 +129,7 @@ def _advance(loop: Loop, now: datetime) -> LoopRun:
     if reason is None:
         loop.state = LoopState.RUNNING
         return run
-    run.status, run.error, run.finished_at, run.retry_at = RunStatus.SKIPPED, reason, now, None
+    _finish_unsent(run, RunStatus.SKIPPED, reason, now)
     run.missed += 1  # the occurrences this outage cost: the folded ones and this one
     loop.state = LoopState.FAILED if one_shot else LoopState.SCHEDULED
     return run
@@ -202,7 +208,7 @@ def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> N
             run.missed -= 1  # a misfire counted itself as missed, but its occurrence has a run
         # Its own key names the occurrence it stands for; the original key stays with the first run.
         run.occurrence_key = f"{run.occurrence_key}:skipped:{run.run_id}"
-        run.status, run.error, run.finished_at, run.retry_at = RunStatus.SKIPPED, message, now, None
+        _finish_unsent(run, RunStatus.SKIPPED, message, now)
         run.save(force_insert=True)
         loop = loops[run.loop_id]
         state = LoopState.FAILED if loop.kind == ScheduleKind.AFTER else LoopState.SCHEDULED
@@ -220,7 +226,8 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
             return []
         # Pushing retry_at forward is what stops another clock from enqueueing them too (the
         # rows are locked on PostgreSQL; SQLite's IMMEDIATE transactions serialize the clocks).
-        LoopRun.objects.filter(run_id__in=run_ids).update(retry_at=now + lease())
+        # Each hand-out is an attempt: a driver that died before recording one left no count.
+        LoopRun.objects.filter(run_id__in=run_ids).update(retry_at=now + lease(), attempt=F("attempt") + 1)
         enqueue_deliveries(run_ids)
     logger.info("re-enqueued %d open run(s)", len(run_ids))
     return run_ids

@@ -1,15 +1,23 @@
 """Deliver claimed occurrences: the durable sequence of spec §5, a batch at a time.
 
-claim (loops.claims) -> start (take the runs' leases) -> resolve and wake each target ->
-deliver to the inboxes with the occurrence keys -> record the runs -> update the loops.
+claim (loops.claims) -> take the runs -> resolve and wake each target -> deliver to the inboxes
+with the occurrence keys -> record the runs -> update the loops.
 
 Failure policy: a transient host failure (unreachable, timeout, 5xx) is retried with
 exponential backoff inside the occurrence; a permanent one (target or preset gone, no global
 interface) fails at once. every/cron loops keep their schedule either way.
 
-With the embedded host (transactional) a whole batch — target changes, messages and records —
-commits at once: a crash re-drives the batch and delivers nothing twice. A remote host's
-deliveries are side effects: the inbox's occurrence-key idempotency absorbs a re-drive.
+With the embedded host (transactional) a whole batch — the runs taken, target changes, messages
+and records — is one transaction, and the runs' row locks are their lease: a crash rolls the
+messages back with the records and leaves the runs free for the clock to re-drive (issue 17: no
+separate lease-taking write). A remote host's deliveries are side effects made outside any
+transaction, so its runs are leased first (`lease_until`) and recorded only while the lease is
+still theirs; the inbox's occurrence-key idempotency absorbs a re-drive.
+
+`attempt` counts the times a run was handed to a driver: the claim (or run now) hands it out
+once, and each re-enqueue by the clock's recovery once more (loops.claims.recover_runs). So a
+run whose driver keeps dying before it records anything still runs out of attempts and is given
+up, although the embedded host's crashed attempts leave no write behind.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from .failures import after_failures, locked_loops, take_outcome
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .notify import CLOCK_MAX_SLEEP, notify_clocks
+from .rows import LOOP_COLUMNS, RUN_COLUMNS, LoopRow, RunRow
 from .targets import BatchView, PermanentFailure, resolve_target
 
 logger = logging.getLogger("dshloop.delivery")
@@ -49,7 +58,7 @@ def backoff(attempt: int) -> timedelta:
 
 @dataclass
 class Outcome:
-    run: LoopRun
+    run: RunRow
     delivered: bool = False
     error: str = ""
     retry: bool = False  # transient: back to claimed, due again after a backoff
@@ -58,57 +67,72 @@ class Outcome:
 PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
 
 
-def _start(run_ids: list[str], now: datetime) -> list[LoopRun]:
-    """Take the runs' leases in one transaction, so one driver at a time delivers each.
+def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, LoopRow]]:
+    """Lock the batch's open runs that no other driver holds, and their loops; the caller holds
+    the transaction. Returns the runs to deliver and their loops (a deleted loop is missing).
 
     A scheduled occurrence of a loop paused before it started is skipped here, not delivered: the
     loop rows are locked too, so a pause that commits first is seen, and one that commits later
-    finds the run started (it then finishes, as a run in flight does; contract §9).
+    finds the run started or finished (a run in flight finishes; contract §9).
     """
-    with transaction.atomic(durable=True):
-        free = LoopRun.objects.filter(
-            Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id__in=run_ids, status__in=OPEN_STATUSES
-        ).order_by("run_id")
-        runs = list(free_rows(free))
-        paused = set(
-            Loop.objects.select_for_update()
-            .filter(loop_id__in={run.loop_id for run in runs if not run.manual}, state=LoopState.PAUSED)
-            .order_by("loop_id")
-            .values_list("loop_id", flat=True)
+    free = LoopRun.objects.filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id__in=run_ids, status__in=OPEN_STATUSES
+    ).order_by("run_id")
+    runs = [RunRow(*row) for row in free_rows(free).values_list(*RUN_COLUMNS)]
+    if not runs:
+        return [], {}
+    # Runs, then loops, each in key order: the order of every writer of both (no deadlocks).
+    loops = {
+        row[0]: LoopRow(*row)
+        for row in Loop.objects.select_for_update()
+        .filter(loop_id__in={run.loop_id for run in runs})
+        .order_by("loop_id")
+        .values_list(*LOOP_COLUMNS)
+    }
+
+    def paused_first(run: RunRow) -> bool:
+        loop = loops.get(run.loop_id)
+        return not run.manual and loop is not None and loop.state == LoopState.PAUSED
+
+    skipped = [run for run in runs if paused_first(run)]
+    for run in skipped:
+        logger.info(
+            "loop=%s scheduled=%s outcome=skipped error=%r", run.loop_id, run.scheduled_at.isoformat(), PAUSED_FIRST
         )
-        skipped = [run for run in runs if run.loop_id in paused and not run.manual]
-        runs = [run for run in runs if run.loop_id not in paused or run.manual]
-        for run in skipped:
-            logger.info(
-                "loop=%s scheduled=%s outcome=skipped error=%r", run.loop_id, run.scheduled_at.isoformat(), PAUSED_FIRST
-            )
+    if skipped:
         LoopRun.objects.filter(run_id__in=[run.run_id for run in skipped]).update(
             status=RunStatus.SKIPPED, error=PAUSED_FIRST, finished_at=now, retry_at=None, lease_until=None
         )
-        LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
-            status=RunStatus.DELIVERING,
-            attempt=F("attempt") + 1,
-            started_at=Coalesce("started_at", Value(now)),
-            lease_until=now + lease(),
-            retry_at=now + lease(),
-        )
     for run in runs:
-        run.status, run.attempt, run.started_at = RunStatus.DELIVERING, run.attempt + 1, run.started_at or now
-        run.lease_until = now + lease()
-    return runs
+        run.started_at = run.started_at or now
+    return [run for run in runs if not paused_first(run)], loops
 
 
-def _failure(run: LoopRun, *, error: str, transient: bool) -> Outcome:
+def _lease(runs: list[RunRow], now: datetime) -> None:
+    """A remote host's runs: held by this driver until the lease runs out (the caller commits it
+    before delivering), so that no other driver delivers them meanwhile."""
+    until = now + lease()
+    LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
+        status=RunStatus.DELIVERING,
+        started_at=Coalesce("started_at", Value(now)),
+        lease_until=until,
+        retry_at=until,
+    )
+    for run in runs:
+        run.lease_until = until
+
+
+def _failure(run: RunRow, *, error: str, transient: bool) -> Outcome:
     if transient and run.attempt < MAX_ATTEMPTS:
         return Outcome(run, error=error, retry=True)
     return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
 
 
-def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
+def _prepare(run: RunRow, loop: LoopRow | None, host) -> Outcome | Message:
     """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
     if run.attempt > MAX_ATTEMPTS:
-        # Every earlier driver died mid-delivery (its lease ran out): a poison occurrence must
-        # not keep its loop `running` and be re-driven forever.
+        # Handed out again and again, and every driver died before recording an outcome: a
+        # poison occurrence must not keep its loop `running` and be re-driven forever.
         return Outcome(
             run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
         )
@@ -138,7 +162,7 @@ def _prepare(run: LoopRun, loop: Loop | None, host) -> Outcome | Message:
     )
 
 
-def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]:
+def _deliver(runs: list[RunRow], loops: dict[str, LoopRow], host) -> list[Outcome]:
     view = BatchView(
         host,
         {loop.session_id for loop in loops.values()}
@@ -164,13 +188,13 @@ def _deliver(runs: list[LoopRun], loops: dict[str, Loop], host) -> list[Outcome]
     return [delivered.get(run.run_id) or item for run, item in prepared]
 
 
-def _record(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> None:
-    """Record a batch of outcomes and update their loops; the caller holds the transaction."""
-    # Only runs still under our lease are ours to record: if ours ran out and another driver took
-    # over, its record wins. These rows are ours (leased), so wait for a lock another transaction
-    # holds on one rather than skip it, in primary-key order like every writer of runs.
-    leases = {outcome.run.run_id: outcome.run.lease_until for outcome in outcomes}
-    ours = {
+def _still_leased(runs: list[RunRow]) -> list[RunRow]:
+    """A remote host's runs still under this driver's lease, locked, with what a host may have
+    reported meanwhile; the caller holds the record's transaction. If a lease ran out and another
+    driver took over, its record wins. These rows are ours (leased), so wait for a lock another
+    transaction holds on one rather than skip it, in key order like every writer of runs."""
+    leases = {run.run_id: run.lease_until for run in runs}
+    current = {
         run_id: (turn, summary, error)
         for run_id, lease_until, turn, summary, error in LoopRun.objects.select_for_update()
         .filter(run_id__in=list(leases), status__in=OPEN_STATUSES)
@@ -178,19 +202,34 @@ def _record(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> N
         .values_list("run_id", "lease_until", "outcome", "summary", "error")
         if lease_until == leases[run_id]
     }
-    outcomes = [outcome for outcome in outcomes if outcome.run.run_id in ours]
+    for run in runs:
+        if run.run_id in current:
+            run.outcome, run.summary, run.error = current[run.run_id]
+    return [run for run in runs if run.run_id in current]
+
+
+def _record(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
+    """Record a batch of outcomes and update their loops; the caller holds the transaction and
+    the runs' rows (taken or still leased)."""
     for outcome in outcomes:
         # A host may report the turn's end before the delivery is recorded (contract §10).
-        turn, outcome.run.summary, error = ours[outcome.run.run_id]
-        if turn:
-            outcome.run.outcome, outcome.error = turn, outcome.error or error
-    for outcome in outcomes:
+        if outcome.run.outcome:
+            outcome.error = outcome.error or outcome.run.error
         _settle(outcome, now)
     update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
     _update_loops(outcomes, loops, now)
 
 
-_RUN_FIELDS = ("status", "error", "retry_at", "finished_at", "lease_until", "target_session_id", "fallback")
+_RUN_FIELDS = (
+    "status",
+    "error",
+    "retry_at",
+    "finished_at",
+    "lease_until",
+    "started_at",
+    "target_session_id",
+    "fallback",
+)
 
 
 def _settle(outcome: Outcome, now: datetime) -> None:
@@ -221,7 +260,7 @@ def _settle(outcome: Outcome, now: datetime) -> None:
     run.error, run.lease_until = outcome.error, None
 
 
-def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime) -> None:
+def _update_loops(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
     """One UPDATE per distinct result: a batch that all went well is one statement."""
     finished = [outcome for outcome in outcomes if not outcome.retry]
     by_result = defaultdict(list)
@@ -259,7 +298,7 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, Loop], now: datetime
         transaction.on_commit(notify_clocks)
 
 
-def _apply_failure_policy(runs: list[LoopRun], now: datetime) -> None:
+def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:
     """Back off or pause loops whose scheduled run failed (loops.failures). The rare runs whose
     turn's outcome the host reported before this record take it from the history instead."""
     reported = {run.loop_id: run for run in runs if run.outcome}
@@ -283,20 +322,24 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
     def clock() -> datetime:
         return now or timezone.now()
 
-    runs = _start(run_ids, clock())
+    host = get_host()
+    if host.transactional:
+        # The embedded host: runs taken, messages, target changes and records commit together.
+        with transaction.atomic(durable=True):
+            runs, loops = _take(run_ids, clock())
+            if runs:
+                _record(_deliver(runs, loops, host), loops, clock())
+        return len(runs)
+    # A remote host's deliveries are side effects: no transaction is held open across them.
+    with transaction.atomic(durable=True):
+        runs, loops = _take(run_ids, clock())
+        _lease(runs, clock())
     if not runs:
         return 0
-    host = get_host()
-    loops = {loop.loop_id: loop for loop in Loop.objects.filter(loop_id__in={run.loop_id for run in runs})}
-    if host.transactional:
-        # The embedded host: messages, target changes and records commit together.
-        with transaction.atomic(durable=True):
-            _record(_deliver(runs, loops, host), loops, clock())
-    else:
-        # A remote host's deliveries are side effects: no transaction is held open across them.
-        outcomes = _deliver(runs, loops, host)
-        with transaction.atomic(durable=True):
-            _record(outcomes, loops, clock())
+    outcomes = _deliver(runs, loops, host)
+    with transaction.atomic(durable=True):
+        ours = {run.run_id for run in _still_leased(runs)}
+        _record([outcome for outcome in outcomes if outcome.run.run_id in ours], loops, clock())
     return len(runs)
 
 

@@ -118,7 +118,7 @@ class LoopRun(models.Model):
     """One occurrence of one loop. Outlives the loop (no foreign key on purpose)."""
 
     run_id = models.CharField(max_length=40, primary_key=True)
-    loop_id = models.CharField(max_length=40, db_index=True)
+    loop_id = models.CharField(max_length=40)  # indexed by run_loop_idx
     # "<loop_id>@<scheduled_at epoch ms>": unique, the final guard against double dispatch.
     occurrence_key = models.CharField(max_length=120, unique=True)
     scheduled_at = models.DateTimeField()

@@ -106,6 +106,7 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> 
             occurrence_key=f"{loop_id}@manual:{run_id}",
             scheduled_at=now,
             status=RunStatus.CLAIMED,
+            attempt=1,  # handed out by the enqueue below (loops.delivery: attempts)
             prompt=loop.prompt,
             target=loop.session_id,
             claimed_at=now,

@@ -9,7 +9,7 @@ from django.conf import settings
 from sessions_app.hosts.base import Host
 from sessions_app.records import SessionInfo
 
-from .models import Loop, LoopRun
+from .rows import LoopRow, RunRow
 
 
 class PermanentFailure(Exception):
@@ -54,7 +54,7 @@ def _awake(host: Host, session: SessionInfo) -> SessionInfo:
     return host.resume_session(session.session_id) if session.status == "cold" else session
 
 
-def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
+def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
     """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
 
     The creator is the source of inheritance (panel-made loops record the global interface as their
@@ -92,7 +92,7 @@ def _new_session(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
     return Target(session_id, "idle", fallback)
 
 
-def resolve_target(host: Host, loop: Loop, run: LoopRun, source: dict) -> Target:
+def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
     # The target the run was claimed with: an edit while it is in flight applies to later runs
     # (issue 15: a run in flight finishes with its old revision).
     target = run.target or loop.session_id

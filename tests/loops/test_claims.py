@@ -74,7 +74,8 @@ def test_claim_creates_one_run_per_due_loop_and_enqueues_its_delivery(create):
         run = runs[loop.loop_id]
         assert run.run_id in run_ids
         assert run.occurrence_key == f"{loop.loop_id}@{to_ms(T0 + s(10))}"
-        assert (run.status, run.scheduled_at, run.missed, run.attempt) == (RunStatus.CLAIMED, T0 + s(10), 0, 0)
+        # The claim hands it out to a driver: its first attempt.
+        assert (run.status, run.scheduled_at, run.missed, run.attempt) == (RunStatus.CLAIMED, T0 + s(10), 0, 1)
         assert run.claimed_at == now and run.retry_at == now + lease()  # re-driven if its task is lost
         assert (run.prompt, run.target) == (loop.prompt, "ses_caller")
         refreshed(loop)

@@ -404,12 +404,13 @@ def test_run_re_driven_after_a_crash_before_recording_delivers_once(create, make
         patch.setattr(delivery, "_record", crash)  # delivered, then died before recording it
         with pytest.raises(Crash):
             deliver(run.run_id, now)
-    # The embedded host commits deliveries with their records: the crash undid the message too.
+    # The embedded host commits deliveries with their records: the crash undid the message too,
+    # and left the run as claimed, free for the clock to hand out again once its retry time comes.
     assert len(inbox()) == 0
-    assert refreshed(run).status == RunStatus.DELIVERING
-
-    assert deliver(run.run_id, now + s(1)) is False  # its lease still holds
-    later = now + lease()
+    assert (refreshed(run).status, run.attempt) == (RunStatus.CLAIMED, 1)
+    with time_machine.travel(now + s(1), tick=False):
+        assert recover_runs(now=now + s(1)) == []
+    later = run.retry_at
     with time_machine.travel(later, tick=False):
         assert recover_runs(now=later) == [run.run_id]
     assert deliver(run.run_id, later) is True
@@ -582,9 +583,13 @@ def test_transient_failure_then_success_delivers_once(create, make_session, flak
     flaky(failures=2)
     run = claim_one(loop)
 
-    assert deliver(run.run_id, T0 + s(10)) is True
-    assert deliver(run.run_id, T0 + s(11)) is True
-    assert deliver(run.run_id, T0 + s(13)) is True
+    now = T0 + s(10)
+    assert deliver(run.run_id, now) is True
+    for _ in range(2):  # once its backoff ends, the clock hands it out again: one more attempt
+        now = refreshed(run).retry_at
+        with time_machine.travel(now, tick=False):
+            assert recover_runs(now=now) == [run.run_id]
+        assert deliver(run.run_id, now) is True
 
     refreshed(run)
     assert (run.status, run.attempt, run.error) == (RunStatus.DELIVERED, 3, "")
@@ -789,35 +794,50 @@ def test_a_batch_whose_delivery_raises_is_retried_whole_and_loses_nothing(create
 # --- a loop deleted while its delivery is being recorded (PostgreSQL row locks) -----------------
 
 
+def wait_until_blocked_on_a_lock() -> None:
+    """Poll until some PostgreSQL backend waits for a row lock (another thread's statement)."""
+    with connection.cursor() as cursor:
+        for _ in range(200):
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            if cursor.fetchone()[0]:
+                return
+            threading.Event().wait(0.05)
+    raise AssertionError("no statement waited for a lock")
+
+
 @pytest.mark.django_db(transaction=True)
-def test_loop_deleted_while_its_run_is_being_recorded_does_not_break_the_record(create, make_session):
+def test_loop_deleted_while_its_run_is_being_delivered_waits_for_the_record(create, make_session, monkeypatch):
+    """The embedded host's delivery holds its runs' and loops' rows from taking them to recording
+    them (issue 17: the row locks are the lease): a delete meanwhile waits, and history says the
+    occurrence was delivered, as it was."""
     if connection.vendor != "postgresql":
         pytest.skip("needs concurrent writers and row locks (PostgreSQL); SQLite serializes writers")
     make_session("ses_target")
     loop = create(session_id="ses_target")
     run = claim_one(loop)
-    deleted, release, errors = threading.Event(), threading.Event(), []
+    errors = []
 
-    def delete_and_hold():
+    def delete():
         try:
             with transaction.atomic():
                 Loop.objects.filter(loop_id=loop.loop_id).delete()
-                deleted.set()
-                release.wait(10)
         except Exception as exc:
             errors.append(exc)
         finally:
-            deleted.set()
             connection.close()
 
-    deleter = threading.Thread(target=delete_and_hold)
-    deleter.start()
-    assert deleted.wait(10)
-    threading.Timer(0.5, release.set).start()  # commit the delete while the driver records its run
+    deleter = threading.Thread(target=delete)
+    real_deliver_many = LocalHost.deliver_many
+
+    def deliver_while_deleting(self, *args, **kwargs):
+        deleter.start()
+        wait_until_blocked_on_a_lock()
+        return real_deliver_many(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalHost, "deliver_many", deliver_while_deleting)
     try:
         assert deliver(run.run_id, T0 + s(10)) is True
     finally:
-        release.set()
         deleter.join(10)
     assert errors == []
 
@@ -829,11 +849,13 @@ def test_loop_deleted_while_its_run_is_being_recorded_does_not_break_the_record(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_leased_run_locked_by_another_transaction_is_waited_for_not_dropped(create, make_session, monkeypatch):
-    """Recording locks rows this driver already leases: one locked elsewhere (e.g. an operator's
-    edit in the admin) is still ours, so the record waits for it rather than skip it (issue 12,
-    defect 5: with SKIP LOCKED the outcome was silently thrown away and the run re-driven)."""
+    """A remote host's driver records rows it leased, outside any transaction: one locked
+    elsewhere meanwhile (e.g. an operator's edit in the admin) is still ours, so the record waits
+    for it rather than skip it (issue 12, defect 5: with SKIP LOCKED the outcome was silently
+    thrown away and the run re-driven). The embedded host plays a remote one here."""
     if connection.vendor != "postgresql":
         pytest.skip("needs concurrent writers and row locks (PostgreSQL); SQLite serializes writers")
+    monkeypatch.setattr(LocalHost, "transactional", False)
     make_session("ses_target")
     loop = create(session_id="ses_target")
     run = claim_one(loop)

@@ -1,0 +1,29 @@
+"""Drop the `…_like` indexes Django adds on PostgreSQL to every indexed text column (issue 17).
+
+Django gives each CharField that is a primary key, unique or db_index a second btree with
+`varchar_pattern_ops`, for `LIKE 'prefix%'` under a non-C collation. dshloop runs no such
+query (IDs are compared whole), yet every insert and every non-HOT update of a run, a loop or
+an inbox message wrote those indexes too: 3 of a run's 8 indexes. A migration of the field
+(AlterField) would make its index again; drop it again in that migration.
+"""
+
+from __future__ import annotations
+
+from django.db import migrations
+
+
+def drop_pattern_indexes(*tables: str) -> migrations.RunPython:
+    def forward(apps, schema_editor):
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        with schema_editor.connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+                " AND tablename = ANY(%s) AND indexdef LIKE '%%varchar_pattern_ops%%'",
+                [list(tables)],
+            )
+            for (name,) in cursor.fetchall():
+                schema_editor.execute(f"DROP INDEX {schema_editor.quote_name(name)}")
+
+    # Backwards: nothing to restore that a query needs (the indexes served no query).
+    return migrations.RunPython(forward, migrations.RunPython.noop, elidable=True)
