@@ -15,7 +15,6 @@ one prepared statement is already cheap (no network round trips).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from enum import Enum
 
 import psycopg
 from django.db import connection, models
@@ -34,14 +33,19 @@ _PLAIN_TYPES = {
 
 
 def _preparer(column: models.Field):
-    if connection.vendor != "postgresql" or column.get_internal_type() not in _PLAIN_TYPES:
-        return lambda value: column.get_db_prep_save(value, connection)
-    # TextChoices members are stored as their values.
-    return lambda value: value.value if isinstance(value, Enum) else value
+    """The per-value preparation a column needs, or None when psycopg takes its values as they are."""
+    if connection.vendor == "postgresql" and column.get_internal_type() in _PLAIN_TYPES:
+        # psycopg dumps str and int subclasses by their value: a TextChoices member is its value.
+        return None
+    return lambda value: column.get_db_prep_save(value, connection)
 
 
 def _prepared(columns: Sequence[models.Field], rows: Iterable[Sequence]) -> list[list]:
     preparers = [_preparer(column) for column in columns]
+    if not any(preparers):
+        return [list(row) for row in rows]
+    plain = lambda value: value  # noqa: E731
+    preparers = [prepare or plain for prepare in preparers]
     return [[prepare(value) for prepare, value in zip(preparers, row, strict=True)] for row in rows]
 
 

@@ -114,16 +114,15 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
     """Insert many messages (session_id, text, source, occurrence_key, delivery) at once; an
     occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order."""
     now = truncate_to_ms(now or timezone.now())
-    insert_rows(
-        InboxMessage,
-        _INBOX_COLUMNS,
-        [
-            ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now)
-            for session_id, text, source, key, delivery in messages
-        ],
-        skip_conflicts=True,
-    )
-    # Those that were already there keep their first message.
-    keys = [key for _, _, _, key, _ in messages]
-    message_ids = dict(InboxMessage.objects.filter(occurrence_key__in=keys).values_list("occurrence_key", "message_id"))
-    return [message_ids[key] for key in keys]
+    rows = [
+        ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now)
+        for session_id, text, source, key, delivery in messages
+    ]
+    inserted = insert_rows(InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts=True)
+    message_ids = {row[6]: row[0] for row in rows if row[0] in inserted}
+    # Those that were already there keep their first message (a re-driven occurrence: rare).
+    if missing := [row[6] for row in rows if row[0] not in inserted]:
+        message_ids.update(
+            InboxMessage.objects.filter(occurrence_key__in=missing).values_list("occurrence_key", "message_id")
+        )
+    return [message_ids[key] for _, _, _, key, _ in messages]
