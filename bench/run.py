@@ -30,6 +30,7 @@ class Sizes:
     b1_loops: int
     b1_processes: tuple[int, ...]
     b2_loops: int
+    b2_heavy_loops: int  # dshloop alone at five times B2's load (issue 17)
     b2_period_s: int
     b2_seconds: int
     b3_loops: int
@@ -52,6 +53,7 @@ FULL = Sizes(
     b1_loops=10_000,
     b1_processes=(1, 4),
     b2_loops=2_000,
+    b2_heavy_loops=10_000,
     b2_period_s=10,
     b2_seconds=180,
     b3_loops=100_000,
@@ -74,6 +76,7 @@ QUICK = Sizes(
     b1_loops=500,
     b1_processes=(1, 4),
     b2_loops=200,
+    b2_heavy_loops=1_000,
     b2_period_s=10,
     b2_seconds=40,
     b3_loops=10_000,
@@ -182,6 +185,21 @@ class Run:
                         label="steady",
                     ),
                 )
+            # Five times the load, dshloop alone: django-q2 cannot repeat a schedule faster than a
+            # minute, and at this many schedules its one-minute cycle would not keep up (B1).
+            dshloop = self.systems[0]
+            self.record(
+                "B2",
+                f"{dshloop.name}/heavy",
+                steady(
+                    dshloop,
+                    loops=self.sizes.b2_heavy_loops,
+                    period_s=self.sizes.b2_period_s,
+                    seconds=self.sizes.b2_seconds,
+                    log_dir=self.logs("B2", rep),
+                    label="heavy",
+                ),
+            )
 
     def b3(self) -> None:
         from bench.benchmarks import idle

@@ -25,6 +25,7 @@ from . import schedules
 from .humanize import short_span
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .queue import enqueue_deliveries
+from .rows import NEW_RUN_COLUMNS, NewRun
 
 logger = logging.getLogger("dshloop.clock")
 
@@ -37,7 +38,7 @@ def lease() -> timedelta:
 
 
 OPEN_STATUSES = (RunStatus.CLAIMED, RunStatus.DELIVERING)
-RUN_COLUMNS = tuple(field.name for field in LoopRun._meta.concrete_fields)
+RUN_COLUMNS = NEW_RUN_COLUMNS  # every column of a run, in the order a claim inserts them
 
 
 def occurrence_key(loop_id: str, scheduled_at: datetime) -> str:
@@ -60,8 +61,8 @@ def free_rows(queryset):
     return queryset
 
 
-def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 0) -> LoopRun:
-    return LoopRun(
+def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 0) -> NewRun:
+    return NewRun(
         run_id=new_run_id(),
         loop_id=loop.loop_id,
         occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
@@ -77,7 +78,13 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
     )
 
 
-def _finish_unsent(run: LoopRun, status: str, error: str, now: datetime) -> None:
+def _insert(runs: list[NewRun], *, skip_conflicts: bool = False) -> set[str]:
+    """INSERT the runs; returns the IDs of those inserted (see dshloop.bulk.insert_rows)."""
+    rows = [[getattr(run, name) for name in RUN_COLUMNS] for run in runs]
+    return insert_rows(LoopRun, RUN_COLUMNS, rows, skip_conflicts=skip_conflicts)
+
+
+def _finish_unsent(run: NewRun, status: str, error: str, now: datetime) -> None:
     """A run that is recorded finished at its claim and never handed to a driver."""
     run.status, run.error, run.finished_at, run.retry_at, run.attempt = status, error, now, None, 0
 
@@ -89,7 +96,7 @@ def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
     with transaction.atomic():
         run = _new_run(loop, scheduled_at=loop.next_at, now=now)
         _finish_unsent(run, RunStatus.FAILED, message, now)
-        run.save(force_insert=True)
+        _insert([run])
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
         )
@@ -113,7 +120,7 @@ def _misfire(late: timedelta, grace: int | None, *, one_shot: bool) -> str | Non
     )
 
 
-def _advance(loop: Loop, now: datetime) -> LoopRun:
+def _advance(loop: Loop, now: datetime) -> NewRun:
     """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`.
 
     With DSHLOOP_MISFIRE_GRACE_SECONDS set, a catch-up later than the grace is not delivered: the
@@ -172,9 +179,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         # The unique occurrence key is the last guard against a double dispatch: a run that holds
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.
-        inserted = insert_rows(
-            LoopRun, RUN_COLUMNS, [[getattr(run, name) for name in RUN_COLUMNS] for run in runs], skip_conflicts=True
-        )
+        inserted = _insert(runs, skip_conflicts=True)
         by_id = {loop.loop_id: loop for loop in loops}
         _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now)
         _record_misfires(
@@ -186,7 +191,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     return run_ids
 
 
-def _record_misfires(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> None:
+def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime) -> None:
     """Catch-ups later than the misfire grace, now recorded as skipped runs: say so in the log.
     A recurring loop was already moved on to its next occurrence and keeps its last result (the
     reason is on the run); a failed one-shot shows the reason itself."""
@@ -198,7 +203,7 @@ def _record_misfires(runs: list[LoopRun], loops: dict[str, Loop], now: datetime)
             Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
 
 
-def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> None:
+def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime) -> None:
     """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
     does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
     for run in runs:
@@ -215,7 +220,7 @@ def _skip_taken(runs: list[LoopRun], loops: dict[str, Loop], now: datetime) -> N
         # Its own key names the occurrence it stands for; the original key stays with the first run.
         run.occurrence_key = f"{run.occurrence_key}:skipped:{run.run_id}"
         _finish_unsent(run, RunStatus.SKIPPED, message, now)
-        run.save(force_insert=True)
+        _insert([run])
         loop = loops[run.loop_id]
         state = LoopState.FAILED if loop.kind == ScheduleKind.AFTER else LoopState.SCHEDULED
         Loop.objects.filter(loop_id=loop.loop_id).update(

@@ -41,7 +41,7 @@ from .failures import after_failures, locked_loops, take_outcome
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .notify import CLOCK_MAX_SLEEP, notify_clocks
-from .rows import LOOP_COLUMNS, RUN_COLUMNS, LoopRow, RunRow
+from .rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, LoopRow, RunRow
 from .targets import BatchView, PermanentFailure, resolve_target
 
 logger = logging.getLogger("dshloop.delivery")
@@ -78,7 +78,7 @@ def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, Lo
     free = LoopRun.objects.filter(
         Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id__in=run_ids, status__in=OPEN_STATUSES
     ).order_by("run_id")
-    runs = [RunRow(*row) for row in free_rows(free).values_list(*RUN_COLUMNS)]
+    runs = [RunRow(*row) for row in free_rows(free).values_list(*OPEN_RUN_COLUMNS)]
     if not runs:
         return [], {}
     # Runs, then loops, each in key order: the order of every writer of both (no deadlocks).

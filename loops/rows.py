@@ -1,11 +1,39 @@
-"""The rows a delivery batch reads: plain slotted objects made from `values_list` rows, not model
-instances (issue 17, B1: building ~1,000 model instances a batch of 250, with every column of
-every row parsed, cost a quarter of the scheduler's CPU per occurrence)."""
+"""The rows the scheduler's hot path makes and reads: plain slotted objects, not model instances
+(issue 17, B1: building ~1,000 model instances a batch of 250, with every column of every row
+parsed, cost a quarter of the scheduler's CPU per occurrence)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
+
+
+@dataclass(slots=True)
+class NewRun:
+    """A run as a claim (or run now) makes it: every LoopRun column, inserted in bulk."""
+
+    run_id: str
+    loop_id: str
+    occurrence_key: str
+    scheduled_at: datetime
+    status: str
+    attempt: int
+    missed: int
+    prompt: str
+    target: str
+    claimed_at: datetime
+    retry_at: datetime | None
+    revision: int
+    target_session_id: str = ""
+    lease_until: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str = ""
+    fallback: str = ""
+    manual: bool = False
+    outcome: str = ""
+    summary: str = ""
+    outcome_at: datetime | None = None
 
 
 @dataclass(slots=True)
@@ -48,6 +76,7 @@ class LoopRow:
     next_at: datetime | None
 
 
+NEW_RUN_COLUMNS = tuple(field.name for field in fields(NewRun))  # every column of loops.LoopRun
 # The columns to read, in field order (RunRow's last three are written, not read).
-RUN_COLUMNS = tuple(field.name for field in fields(RunRow))[:-3]
+OPEN_RUN_COLUMNS = tuple(field.name for field in fields(RunRow))[:-3]
 LOOP_COLUMNS = tuple(field.name for field in fields(LoopRow))

@@ -516,3 +516,9 @@ def test_next_wakeup_is_the_earliest_deadline_or_retry(create):
     LoopRun.objects.all().delete()
     Loop.objects.update(state=LoopState.RUNNING)
     assert claims.next_wakeup() is None
+
+
+def test_a_claimed_run_row_has_every_column_of_a_run():
+    """Claims insert plain rows (loops.rows.NewRun), not model instances: a column added to LoopRun
+    must be added there too, or claims would fail to fill it."""
+    assert sorted(claims.RUN_COLUMNS) == sorted(field.name for field in LoopRun._meta.concrete_fields)
