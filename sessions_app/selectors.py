@@ -8,19 +8,27 @@ from .models import Preset, SessionHeader
 from .records import PresetInfo, SessionInfo
 from .titles import fold_title
 
+# What a SessionInfo is made of, in _info's order.
+_INFO_COLUMNS = ("session_id", "status", "updated_at", "user_title", "generated_title", "first_prompt")
+_INFO_COLUMNS += ("preset", "model", "global_interface")
+
+
+def _info(
+    session_id, status, updated_at, user_title, generated_title, first_prompt, preset, model, global_interface
+) -> SessionInfo:
+    return SessionInfo(
+        session_id=session_id,
+        status=status,
+        updated_at=updated_at,
+        title=fold_title(user_title=user_title, generated_title=generated_title, first_prompt=first_prompt),
+        preset=preset,
+        model=model,
+        global_interface=global_interface,
+    )
+
 
 def session_info(header: SessionHeader) -> SessionInfo:
-    return SessionInfo(
-        session_id=header.session_id,
-        status=header.status,
-        updated_at=header.updated_at,
-        title=fold_title(
-            user_title=header.user_title, generated_title=header.generated_title, first_prompt=header.first_prompt
-        ),
-        preset=header.preset,
-        model=header.model,
-        global_interface=header.global_interface,
-    )
+    return _info(*(getattr(header, name) for name in _INFO_COLUMNS))
 
 
 def session_get(session_id: str) -> SessionInfo | None:
@@ -29,7 +37,10 @@ def session_get(session_id: str) -> SessionInfo | None:
 
 
 def sessions_get(session_ids: set[str]) -> dict[str, SessionInfo]:
-    return {h.session_id: session_info(h) for h in SessionHeader.objects.filter(session_id__in=session_ids)}
+    """A delivery batch's sessions (loops.targets.BatchView): read as rows, not model instances,
+    because the scheduler's hot path reads one per occurrence (issue 17)."""
+    rows = SessionHeader.objects.filter(session_id__in=session_ids).values_list(*_INFO_COLUMNS)
+    return {row[0]: _info(*row) for row in rows}
 
 
 def session_statuses(session_ids: set[str]) -> dict[str, str]:
