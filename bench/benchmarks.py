@@ -86,6 +86,9 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
     # The slowest expected case (django-q2 at ~20/s, FIELD-NOTES) must fit, with its 30 s pass.
     timeout = 60 + loops / 15
     with schedulers(system, processes, log_dir, label) as started:
+        # Rows written from here on, less the `loops` rows the set-up inserts (the schedulers'
+        # start-up writes not yet reported count too: a few rows in 10,000 occurrences).
+        written_before = db.reported_rows_written(system.conn, system.database)
         due_at = now() + timedelta(seconds=max(lead_time(loops), system.burst_offset_s))
         system.add_every(loops, period_s=HOUR, first_at=due_at, spread_s=0)
         system.analyze()
@@ -102,6 +105,9 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         trees = [pid for process in started for pid in process.tree()]
         scheduler_cpu = cpu_seconds(trees) - cpu_before
         server_cpu = cpu_seconds(postgres_pids()) - server_before
+        # Every row the burst wrote (runs, messages, loops, the task queue, heartbeats), once the
+        # backends have reported them; pgbench's claim writes two (bench/pgbench/claim_one.sql).
+        written = db.settled_rows_written(system.database) - written_before - loops
     lateness = [(delivered - scheduled).total_seconds() for scheduled, delivered in system.deliveries()]
     # All share one scheduled instant, so the last lateness is the time to deliver them all;
     # an incomplete run counts its deliveries over the whole wait instead.
@@ -117,6 +123,7 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         "p99": percentile(lateness, 99),
         "scheduler_cpu_ms_per_1k": scheduler_cpu * 1e6 / max(len(lateness), 1),
         "server_cpu_ms_per_1k": server_cpu * 1e6 / max(len(lateness), 1),
+        "rows_written_per_occurrence": written / max(len(lateness), 1),
         "duplicates": system.duplicates(),
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import psycopg
@@ -67,6 +68,40 @@ def counters(database: str) -> dict[str, int]:
             "SELECT xact_commit + xact_rollback, sessions FROM pg_stat_database WHERE datname = %s", [database]
         ).fetchone()
     return {"transactions": int(row[0]), "sessions": int(row[1])}
+
+
+def rows_written(database: str) -> int:
+    """Rows inserted, updated and deleted in one database so far (pg_stat_database), as far as its
+    backends have reported them: see settled_rows_written."""
+    with server() as conn:
+        row = conn.execute(
+            "SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = %s", [database]
+        ).fetchone()
+    return int(row[0])
+
+
+def reported_rows_written(conn: psycopg.Connection, database: str) -> int:
+    """rows_written, with what `conn` (the harness's connection) wrote so far reported first."""
+    before = rows_written(database)
+    conn.execute("SELECT pg_stat_force_next_flush()")  # when `conn` next goes idle: now
+    deadline = time.monotonic() + 2.0
+    while (value := rows_written(database)) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value
+
+
+def settled_rows_written(database: str, *, quiet_s: float = 11.0, timeout_s: float = 30.0) -> int:
+    """rows_written once no backend has anything left to report: the same for `quiet_s` (PostgreSQL
+    15 reports a busy backend's counts at most once a second, an idle one's within ten seconds)."""
+    deadline, value, since = time.monotonic() + timeout_s, rows_written(database), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        latest = rows_written(database)
+        if latest != value:
+            value, since = latest, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+    return value
 
 
 def backend_count(database: str) -> int:

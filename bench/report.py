@@ -202,6 +202,13 @@ def b1_section(results: dict, sizes: dict) -> str:
                 compared("scheduler CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[0]),
                 compared("PostgreSQL CPU per 1,000 occurrences (ms)", ours, theirs, cpu_keys[1]),
             ]
+        if over_reps(ours, "rows_written_per_occurrence")[0] is not None:
+            # pgbench's claim (the physical limit above) writes two: the loop and its run.
+            rows.append(
+                compared(
+                    "rows written per occurrence (pgbench's claim: 2)", ours, theirs, "rows_written_per_occurrence"
+                )
+            )
             spent = sum(over_reps(ours, key)[0] or 0 for key in cpu_keys)
             if spent:
                 # Both share the machine's cores: no schedule of the work beats cores ÷ CPU per occurrence.
@@ -233,8 +240,35 @@ def b1_section(results: dict, sizes: dict) -> str:
     return (
         f"## B1 burst: {sizes['b1_loops']:,} due at one instant\n\n"
         "Every loop (`every` 1 h) or Schedule (`MINUTES` 60) falls due at the same instant, a few seconds "
-        "after the schedulers are up. Time runs from that instant to each delivery record.\n\n" + "\n\n".join(blocks)
+        "after the schedulers are up. Time runs from that instant to each delivery record.\n\n"
+        + "\n\n".join(blocks)
+        + "\n\n"
+        + B1_NOTES
     )
+
+
+# The hot path as issue 17 left it, and the decisions it measured (in-process, 10,000 occurrences on this
+# machine's PostgreSQL, cProfile and /proc CPU times; docs/BENCHMARKS.md keeps them beside each run).
+B1_NOTES = (
+    "**Where an occurrence goes (issue 17).** A claim (`loops.claims.claim_due`) locks up to 500 due loops "
+    "(`FOR UPDATE SKIP LOCKED`, 13 columns), computes each next deadline, moves the loops with one "
+    "set-based UPDATE, inserts the runs with one INSERT and enqueues one django-q2 task per 250 runs, in "
+    "one transaction. With the embedded host a delivery (`loops.delivery.deliver_runs`) is then one "
+    "transaction: lock the runs and their loops, read their sessions, insert the inbox messages, and "
+    "record the runs and loops in set-based UPDATEs; the row locks are the lease, so the separate "
+    "lease-taking UPDATE of each run is gone, and a crash rolls the messages back with the records "
+    "(`attempt` counts hand-outs, so a run whose driver keeps dying is still given up). The hot path "
+    "reads rows, not model instances (`loops.rows`). Rows written per occurrence: the loop twice (claim, "
+    "record), the run twice (insert, record), the message once, plus a task row per 250; the LIKE-only "
+    "`_like` indexes Django adds on PostgreSQL and the run table's redundant `loop_id` index are dropped "
+    "(a run has 4 indexes instead of 8). Measured in-process before → after these changes, per "
+    "occurrence: claim 87 → 63 µs, delivery 200 → 130 µs of Python CPU, PostgreSQL 190 → 155 µs. "
+    "**Decisions.** PostgreSQL server-side binding (`server_side_binding`): no gain measured (Python "
+    "CPU 199–213 µs with it, 196–208 without; PostgreSQL 160–164 vs 154–156), because the batch "
+    "statements already bind on the server through `dshloop.bulk`'s arrays: left off. The log line per "
+    "occurrence costs about 13 µs of the scheduler's CPU (measured with the logger silenced): kept, "
+    "because operators search these lines (issue 18 makes them JSON)."
+)
 
 
 def b2_section(results: dict, sizes: dict) -> str:
@@ -438,18 +472,12 @@ def b4_section(results: dict, sizes: dict) -> str:
 WHEN_MISSED = {
     "B1": "**B1 throughput.** The burst is bound by CPU, not by locks or round trips: the CPU rows above are "
     "what the schedulers' processes and the PostgreSQL server spend per 1,000 occurrences, and on cores "
-    "shared by both no arrangement of the work beats the CPU ceiling row. An occurrence is claimed "
-    "(`loops.claims.claim_due`: lock up to 500 due loops, compute each next deadline in Python, then one "
-    "set-based UPDATE of the loops and one INSERT of the runs, and one django-q2 task per 250 runs, in one "
-    "transaction) and delivered (`loops.delivery.deliver_runs`: take the runs' leases, read loops and "
-    "targets, insert the inbox messages, record runs and loops: about a dozen statements per batch). "
-    "PostgreSQL writes six rows per occurrence (the loop updated twice, the run inserted and updated "
-    "twice, the message inserted) where pgbench's claim writes two; most of the scheduler's CPU is Django's "
-    "ORM around the statements (query compilation, model instances, timestamp parsing) and the one log line per "
-    "occurrence. More `runloops` processes add contention, not cores. What would reach the target: cores "
-    "not shared with PostgreSQL (claims scale across processes with SKIP LOCKED), and for the embedded "
-    "host a delivery of a few hand-written statements per batch in one transaction (lock the runs, "
-    "insert the messages, record), which also drops the separate lease-taking write of each run.",
+    "shared by both no arrangement of the work beats the CPU ceiling row; more `runloops` processes add "
+    "contention (four clocks competing for the same due rows, twelve processes on two cores), not cores. "
+    "Where an occurrence's CPU goes is in the B1 notes above. What would reach the target from here: for the "
+    "embedded host, delivering in the claim's own transaction (the run inserted already delivered and the "
+    "loop updated once: three rows per occurrence instead of five, and no task queue), and reading the hot "
+    "path's timestamps as integers (Django's timestamp loader is Python code, about 2 µs a value).",
     "B2": "**B2 lateness.** A delivery waits for the clock to wake (a timer on the earliest deadline, at least "
     "`MIN_SLEEP` 50 ms apart), the claim to commit, the pusher to be woken by NOTIFY, a worker to take the "
     "task and the batch to be delivered and recorded. On a loaded two-core machine each hand-off between "
