@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import psycopg
 from django.db import connection, models
 
 # Values psycopg takes as they are: Django's per-value preparation of these only costs time
@@ -60,6 +59,11 @@ def _execute_unnest(sql: str, rows: list[list]) -> list[tuple]:
     """Run `sql` (one _unnest) with the rows transposed into arrays, bound on the server; returns
     what a RETURNING clause sent back. It runs on Django's connection, so inside the caller's
     transaction, and its errors are Django's."""
+    # PostgreSQL only, where Django's backend has imported psycopg already: imported here, so that on
+    # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it (~11 MiB
+    # each, issue 17).
+    import psycopg
+
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, [list(column) for column in zip(*rows, strict=True)])

@@ -3,6 +3,7 @@ that survives XML parsing byte for byte."""
 
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
+from xml.sax.saxutils import escape as sax_escape
 
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -23,6 +24,14 @@ def test_message_escapes_markup_in_the_prompt():
     assert [child.tag for child in root] == ["loop_id", "prompt"]
     assert root.findtext("loop_id") == "loop_1"
     assert "</prompt><loop_id>" not in message
+
+
+def test_message_escapes_exactly_these_characters():
+    # The bytes agents have always received: &, <, > as entities, CR as a reference, quotes as they are.
+    assert loop_message(loop_id="loop_1", prompt="a<b>&c\r\n\"d\" 'e' &amp; &#13;") == (
+        "<loop>\n  <loop_id>loop_1</loop_id>\n"
+        "  <prompt>a&lt;b&gt;&amp;c&#13;\n\"d\" 'e' &amp;amp; &amp;#13;</prompt>\n</loop>"
+    )
 
 
 def test_message_keeps_carriage_returns_and_whitespace():
@@ -91,6 +100,17 @@ TRICKY = (
     .map(str.strip)
     .filter(bool)
 )
+
+
+@given(prompt=st.one_of(st.text(), XML_TEXT, TRICKY))
+@example(prompt="a\rb\r\n&<>&amp;&#13;")
+def test_message_text_is_byte_identical_to_the_xml_sax_escape_it_replaced(prompt):
+    # loops.message once used xml.sax.saxutils.escape(text, {"\r": "&#13;"}); it no longer imports
+    # xml.sax (issue 17, memory), and the delivered text must not change by a byte.
+    escaped = sax_escape(prompt, {"\r": "&#13;"})
+    assert loop_message(loop_id="loop_1", prompt=prompt) == (
+        f"<loop>\n  <loop_id>loop_1</loop_id>\n  <prompt>{escaped}</prompt>\n</loop>"
+    )
 
 
 @given(prompt=st.one_of(XML_TEXT, TRICKY))
