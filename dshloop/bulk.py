@@ -48,17 +48,38 @@ def _prepared(columns: Sequence[models.Field], rows: Iterable[Sequence]) -> list
     return [[prepare(value) for prepare, value in zip(preparers, row, strict=True)] for row in rows]
 
 
-def _unnest(columns: Sequence[models.Field]) -> str:
-    """The rows as a table `v`, from one array parameter per column (sent in binary)."""
-    quote = connection.ops.quote_name
-    arrays = ", ".join(f"%b::{column.db_type(connection)}[]" for column in columns)
-    return f"unnest({arrays}) AS v({', '.join(quote(column.column) for column in columns)})"
+class _Unnest:
+    """The rows as a table `v` for one statement: a column whose value is the same in every row is
+    one scalar parameter, the others one array parameter each, all sent in binary (issue 17: psycopg
+    dumps array elements one by one in Python, and a batch's runs share most of their columns)."""
+
+    def __init__(self, columns: Sequence[models.Field], rows: list[list]):
+        values = [list(column) for column in zip(*rows, strict=True)]
+        self.varying = [i for i, column in enumerate(values) if i == 0 or any(v != column[0] for v in column)]
+        self.columns, self.values = columns, values
+
+    def value(self, index: int) -> str:
+        """The SQL for column `index` of the current row: `v.<name>`, or its constant's placeholder."""
+        column = self.columns[index]
+        if index in self.varying:
+            return f"v.{connection.ops.quote_name(column.column)}"
+        return f"%b::{column.db_type(connection)}"
+
+    def source(self) -> str:
+        quote = connection.ops.quote_name
+        varying = [self.columns[i] for i in self.varying]
+        arrays = ", ".join(f"%b::{column.db_type(connection)}[]" for column in varying)
+        return f"unnest({arrays}) AS v({', '.join(quote(column.column) for column in varying)})"
+
+    def params(self, order: Sequence[int]) -> list:
+        """Parameters for SQL that names the columns in `order` (via value()) before source()."""
+        constants = [self.values[i][0] for i in order if i not in self.varying]
+        return constants + [self.values[i] for i in self.varying]
 
 
-def _execute_unnest(sql: str, rows: list[list]) -> list[tuple]:
-    """Run `sql` (one _unnest) with the rows transposed into arrays, bound on the server; returns
-    what a RETURNING clause sent back. It runs on Django's connection, so inside the caller's
-    transaction, and its errors are Django's."""
+def _execute_unnest(sql: str, params: list) -> list[tuple]:
+    """Run `sql` (with one _Unnest) bound on the server; returns what a RETURNING clause sent back.
+    It runs on Django's connection, so inside the caller's transaction, and its errors are Django's."""
     # PostgreSQL only, where Django's backend has imported psycopg already: imported here, so that on
     # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it (~11 MiB
     # each, issue 17).
@@ -66,7 +87,7 @@ def _execute_unnest(sql: str, rows: list[list]) -> list[tuple]:
 
     connection.ensure_connection()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, [list(column) for column in zip(*rows, strict=True)])
+        cursor.execute(sql, params)
         return cursor.fetchall() if cursor.description else []
 
 
@@ -81,8 +102,11 @@ def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable
     table, pk = quote(meta.db_table), quote(meta.pk.column)
     names = [quote(column.column) for column in columns[1:]]
     if connection.vendor == "postgresql":
-        sets = ", ".join(f"{name} = v.{name}" for name in names)
-        _execute_unnest(f"UPDATE {table} SET {sets} FROM {_unnest(columns)} WHERE {table}.{pk} = v.{pk}", params)
+        batch = _Unnest(columns, params)
+        order = range(1, len(columns))
+        sets = ", ".join(f"{name} = {batch.value(i)}" for name, i in zip(names, order, strict=True))
+        sql = f"UPDATE {table} SET {sets} FROM {batch.source()} WHERE {table}.{pk} = v.{pk}"
+        _execute_unnest(sql, batch.params(order))
         return
     sets = ", ".join(f"{name} = %s" for name in names)
     with connection.cursor() as cursor:
@@ -105,8 +129,11 @@ def insert_rows(
     names = ", ".join(quote(column.column) for column in columns)
     conflict = " ON CONFLICT DO NOTHING" if skip_conflicts else ""
     if connection.vendor == "postgresql":
-        sql = f"INSERT INTO {table} ({names}) SELECT * FROM {_unnest(columns)}{conflict} RETURNING {pk}"
-        return {key for (key,) in _execute_unnest(sql, params)}
+        batch = _Unnest(columns, params)
+        order = range(len(columns))
+        select = ", ".join(batch.value(i) for i in order)
+        sql = f"INSERT INTO {table} ({names}) SELECT {select} FROM {batch.source()}{conflict} RETURNING {pk}"
+        return {key for (key,) in _execute_unnest(sql, batch.params(order))}
     placeholders = ", ".join("%s" for _ in columns)
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({placeholders}){conflict}", params)
