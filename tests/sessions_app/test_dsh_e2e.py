@@ -34,7 +34,11 @@ def on_dsh(dsh, settings, workspace):
 
 @pytest.fixture
 def dsh_schedulers(tmp_path, on_dsh):
-    running = Schedulers(tmp_path, **on_dsh)
+    # This DSH has no model credentials, so every turn it starts ends failed (MISSING_CREDENTIAL),
+    # and the scheduler reads that from its log (issue 16). The failure policy would then space a
+    # 2 s loop's occurrences out by 30 s, 60 s, … (a race with the outcome poll every 5 s) and
+    # pause it after five: these tests are about delivery, so the backoff is 1 s and nothing pauses.
+    running = Schedulers(tmp_path, **on_dsh, DSHLOOP_FAILURE_BACKOFF_SECONDS="1", DSHLOOP_AUTO_PAUSE_AFTER="0")
     yield running
     running.close()
 
