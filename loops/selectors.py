@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 
+import psycopg
 from django.conf import settings
 from django.core.exceptions import EmptyResultSet
 from django.db import connections
 from django.db.models import BigIntegerField, F, Func, Q, QuerySet
+from psycopg import capabilities
+from psycopg.types.numeric import Int8BinaryLoader
 
 from dshloop.errors import InvalidInput, UnknownLoop
 from sessions_app.hosts import get_host
@@ -50,61 +55,113 @@ def loop_list(*, scope: str) -> QuerySet[Loop]:
     return loops_targeting(scope)
 
 
-class EpochMicroseconds(Func):
-    """A timestamp column as integer microseconds since the Unix epoch, exact on both engines.
+# The instants of a list row (presenters.LoopRow): integer microseconds since 2000-01-01 UTC,
+# PostgreSQL's own epoch. That is what PostgreSQL sends for a timestamptz in binary, so a long list
+# reads each instant as a plain 8-byte integer. Django's loader makes each timestamp a datetime in
+# Python, about 7 µs apiece (seconds for a list of 100,000 loops); EXTRACT(EPOCH …) to the Unix
+# epoch, numeric arithmetic sent as text, took PostgreSQL 40% longer over such a list (issue 17).
+ROW_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
-    A long list reads its instants as integers: Django's psycopg loader makes each timestamp a
-    datetime in Python, about 7 µs apiece, seconds for a list of 100,000 loops (issue 17)."""
+
+class _RowMicroseconds(Func):
+    """A timestamp column as it reads into a list row: on PostgreSQL the column itself, which
+    _read_binary loads as microseconds since ROW_EPOCH; on SQLite that integer, computed."""
 
     arity = 1
     output_field = BigIntegerField()
 
     def as_postgresql(self, compiler, connection, **extra):
-        # EXTRACT gives numeric (PostgreSQL 14+), so the product is exact to the microsecond.
-        template = "(EXTRACT(EPOCH FROM %(expressions)s) * 1000000)::bigint"
-        return self.as_sql(compiler, connection, template=template, **extra)
+        return self.as_sql(compiler, connection, template="%(expressions)s", **extra)
 
     def as_sqlite(self, compiler, connection, **extra):
-        # Django stores 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC: whole seconds, then the microseconds
-        # ('' when there are none casts to 0). The doubled %s reaches SQLite as strftime's own %s.
-        template = "(CAST(strftime('%%%%s', %(expressions)s) AS INTEGER) * 1000000 + CAST(substr(%(expressions)s, 21, 6) AS INTEGER))"
+        # Django stores 'YYYY-MM-DD HH:MM:SS[.ffffff]' in UTC: the whole seconds since ROW_EPOCH
+        # (946684800 is ROW_EPOCH in Unix seconds), then the microseconds ('' when there are none casts
+        # to 0). strftime gets the whole seconds alone: it rounds a fraction to milliseconds, so
+        # .9995 and later made the next second (and 9999-12-31 23:59:59.9995 no time at all). The
+        # doubled %s reaches SQLite as strftime's own %s.
+        template = (
+            "((CAST(strftime('%%%%s', substr(%(expressions)s, 1, 19)) AS INTEGER) - 946684800) * 1000000"
+            " + CAST(substr(%(expressions)s, 21, 6) AS INTEGER))"
+        )
         return self.as_sql(compiler, connection, template=template, **extra)
 
 
+_CHUNK = 1000  # rows per chunk of a read
+
 # A position in a list: the (next_at, created_at, loop_id) of the last loop a page showed, the
-# instants in epoch microseconds (next_at None: the loop had none).
+# instants in microseconds since ROW_EPOCH (next_at None: the loop had none).
 Position = tuple[int | None, int, str]
 
 
 def _instant(us: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+    return ROW_EPOCH + timedelta(microseconds=us)
+
+
+def _statement(queryset: QuerySet[Loop], columns: Sequence[str], count: int | None) -> tuple[str, Sequence] | None:
+    """The SQL and parameters that read `columns` of `queryset` (at most `count` rows), or None when
+    the query can match nothing. The ORM writes the statement; the rows are taken as the driver
+    returns them: Django's own iteration (a tuple copy, a reorder or a dict per row) cost more than
+    the query at 100,000 rows (STYLE 18: raw only on a measured hot path, on Django's connection)."""
+    instants = {column: _RowMicroseconds(column.removesuffix("_us")) for column in columns if column.endswith("_us")}
+    query = queryset.annotate(**instants).values_list(*columns)[:count].query
+    try:
+        return query.get_compiler(using=queryset.db).as_sql()
+    except EmptyResultSet:
+        return None
+
+
+def _read(queryset: QuerySet[Loop], columns: Sequence[str], *, count: int | None, size: int) -> Iterator[list[tuple]]:
+    """The rows of a list (see loop_rows), in lists of at most `size`: one statement."""
+    statement = _statement(queryset, columns, count)
+    if statement is None:
+        return
+    connection = connections[queryset.db]
+    with connection.cursor() as cursor:  # Django's checks (thread, broken transaction); connects
+        if connection.vendor == "postgresql":
+            yield from _read_binary(connection, cursor.connection, statement, size=size)
+        else:
+            cursor.execute(*statement)
+            while chunk := cursor.fetchmany(size):
+                yield chunk
+
+
+def _read_binary(connection, pg_connection, statement: tuple[str, Sequence], *, size: int) -> Iterator[list[tuple]]:
+    """A statement's rows from PostgreSQL in binary, each timestamptz as the integer it is sent as
+    (microseconds since ROW_EPOCH), on a cursor of Django's connection (binding its parameters on
+    the server, since Django's client-side cursors read text only). Errors are Django's
+    DatabaseError (STYLE 18).
+
+    With libpq 17 or later the rows are streamed (its chunked mode): the server reads and sends the
+    rest while the caller works on a chunk, instead of the two taking turns (issue 17). The
+    connection runs nothing else until the chunks are all read or the iterator is closed; closing it
+    early cancels the statement and leaves the connection usable (psycopg)."""
+    with connection.wrap_database_errors, psycopg.Cursor(pg_connection) as cursor:
+        cursor.adapters.register_loader("timestamptz", Int8BinaryLoader)
+        if capabilities.has_stream_chunked():
+            with closing(cursor.stream(*statement, binary=True, size=size)) as rows:
+                while chunk := list(islice(rows, size)):
+                    yield chunk
+        else:
+            cursor.execute(*statement, binary=True)
+            while chunk := cursor.fetchmany(size):
+                yield chunk
 
 
 def loop_rows(
     loops: QuerySet[Loop], *, columns: Sequence[str], after: Position | None = None, limit: int | None = None
 ) -> list[tuple]:
     """The rows of a list from loop_list or loops_targeting, in its order, as tuples of `columns`
-    (fields that need no conversion: text, integers, and `<field>_us`, that instant in epoch µs):
-    all of them, or at most `limit` after the position `after` (keyset paging, issue 17: each page
-    is an index range scan on loop_list_idx, however deep).
+    (fields that need no conversion: text, integers, and `<field>_us`, that instant in microseconds
+    since ROW_EPOCH): all of them, or at most `limit` after the position `after` (keyset paging,
+    issue 17: each page is an index range scan on loop_list_idx, however deep).
 
-    Without `after` it is one statement, so the whole list is one consistent snapshot. After a
-    position with a next_at, the rest is the loops after it that have a next_at, then all those
-    without (absent last): two range scans, two statements."""
-    instants = {column: EpochMicroseconds(column.removesuffix("_us")) for column in columns if column.endswith("_us")}
+    Without `after` it is one statement, so the whole list is one consistent snapshot (a whole list
+    that is only encoded reads faster through loop_row_chunks). After a position with a next_at, the
+    rest is the loops after it that have a next_at, then all those without (absent last): two range
+    scans, two statements."""
 
     def read(queryset: QuerySet[Loop], count: int | None) -> list[tuple]:
-        # The ORM writes the statement; the rows are taken as the driver returns them. Django's own
-        # iteration (a tuple copy, a reorder or a dict per row) cost more than the query at 100,000
-        # rows (STYLE 18: raw only on a measured hot path, on Django's connection and its errors).
-        query = queryset.annotate(**instants).values_list(*columns)[:count].query
-        try:
-            sql, params = query.get_compiler(using=queryset.db).as_sql()
-        except EmptyResultSet:
-            return []
-        with connections[queryset.db].cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall()
+        return [row for chunk in _read(queryset, columns, count=count, size=_CHUNK) for row in chunk]
 
     if after is None:
         return read(loops, limit)
@@ -126,6 +183,14 @@ def loop_rows(
     seen = {row[key] for row in rows}
     rest = [row for row in read(untimed, limit) if row[key] not in seen]
     return rows + (rest if limit is None else rest[: limit - len(rows)])
+
+
+def loop_row_chunks(loops: QuerySet[Loop], *, columns: Sequence[str], size: int = _CHUNK) -> Iterator[list[tuple]]:
+    """The whole list, the rows loop_rows(loops, columns=columns) reads, in lists of at most `size`
+    as the database sends them: one statement, so one consistent snapshot, as loop_rows'. On
+    PostgreSQL they are streamed (_read_binary), so a caller that encodes each chunk as it comes
+    works while the server reads the rest; it must not use the connection until the end."""
+    return _read(loops, columns, count=None, size=size)
 
 
 def loop_get(loop_id: str) -> Loop:

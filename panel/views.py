@@ -9,12 +9,11 @@ edit, each of which the audit trail records with the signed-in staff user as its
 from __future__ import annotations
 
 from functools import wraps
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
-from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -36,7 +35,7 @@ from sessions_app.hosts import get_host
 
 from . import queries, utf8
 from .forms import LoopCreateForm, LoopEditForm
-from .rows import event_row, loop_row, loop_title, when
+from .rows import event_row, loop_row, loop_title, loop_urls_maker, when
 
 PAGE_SIZE = 50
 RUN_HISTORY = 50
@@ -82,6 +81,14 @@ def _global_title(global_session) -> str | None:
     return global_session.title or global_session.session_id
 
 
+def _back_here(request, *, after_delete: str | None = None) -> dict:
+    """Where the controls (_controls.html) come back to: `here`, this page, and as the `next`
+    parameter of their links, URL-encoded once for all of a list's rows (as the urlencode filter
+    would)."""
+    here = request.get_full_path()
+    return {"here": here, "next_q": quote(here), "delete_next_q": quote(after_delete or here)}
+
+
 def _query(params: dict, **changes) -> str:
     merged = {**{k: v for k, v in params.items() if v}, **changes}
     merged = {k: v for k, v in merged.items() if v not in (None, "")}
@@ -93,12 +100,14 @@ def _query(params: dict, **changes) -> str:
 def index(request):
     now = timezone.now()
     filters = queries.Filters.from_query(request.GET)
-    page = Paginator(queries.panel_loops(filters, now=now), PAGE_SIZE).get_page(request.GET.get("page"))
+    number = request.GET.get("page")
+    page = queries.CappedPaginator(queries.panel_loops(filters, now=now), PAGE_SIZE, page=number).get_page(number)
     loops = list(page.object_list)
-    filter_sessions = queries.loop_target_sessions()
-    wanted = {loop.session_id for loop in loops} | set(filter_sessions) | {filters.session}
-    titles = queries.session_titles(wanted)
+    filter_sessions = queries.target_session_choices()
+    titles = dict(filter_sessions)
+    titles.update(queries.session_titles(({loop.session_id for loop in loops} | {filters.session}) - titles.keys()))
     global_session = get_host().global_session()
+    urls = loop_urls_maker()
     params = {"state": filters.state, "target": filters.target, "session": filters.session, "q": filters.q}
     context = {
         "now": now,
@@ -106,14 +115,17 @@ def index(request):
         "filters": filters,
         "states": queries.STATE_FILTERS,
         "targets": queries.TARGET_FILTERS,
-        "filter_sessions": [(sid, titles.get(sid)) for sid in filter_sessions],
+        "filter_sessions": [(sid, title or sid) for sid, title in filter_sessions],
         "session_title": titles.get(filters.session),
         "page": page,
-        "rows": [loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session)) for loop in loops],
+        "rows": [
+            loop_row(loop, now=now, titles=titles, global_title=_global_title(global_session), urls=urls)
+            for loop in loops
+        ],
         "prev_query": _query(params, page=page.previous_page_number()) if page.has_previous() else None,
         "next_query": _query(params, page=page.next_page_number()) if page.has_next() else None,
         "new_query": _query({"session": filters.session}),
-        "here": request.get_full_path(),
+        **_back_here(request),
         "highlight": request.GET.get("created", ""),
         "has_global_session": global_session is not None,
     }
@@ -219,7 +231,8 @@ def detail(request, loop_id: str):
         ],
         "events": [event_row(event, zone_name=zone_name, now=now) for event in events],
         "zone": zone_name,
-        "here": request.get_full_path(),
+        # A deleted loop's page is gone: delete comes back to the list.
+        **_back_here(request, after_delete=reverse("panel:index")),
     }
     return render(request, "panel/detail.html", context)
 

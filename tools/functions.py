@@ -22,9 +22,16 @@ from dshloop.timeutil import truncate_to_ms
 from dshloop.validation import check_identifier
 from loops import services
 from loops.events import Actor
-from loops.presenters import LOOP_VIEW_COLUMNS, LoopRow, loop_list_json, loop_view
+from loops.presenters import (
+    LOOP_VIEW_COLUMNS,
+    ROW_EPOCH_US,
+    LoopRow,
+    loop_list_json,
+    loop_list_json_of_chunks,
+    loop_view,
+)
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopView
-from loops.selectors import Position, loop_rows
+from loops.selectors import Position, loop_row_chunks, loop_rows
 from loops.selectors import loop_list as select_loops
 from sessions_app.hosts import get_host
 from sessions_app.models import RESERVED_SESSION_IDS
@@ -115,7 +122,8 @@ def loop_list(payload: LoopListIn, caller: str | None) -> Encoded:
 
     The answer is LoopListOut encoded by loops.presenters.loop_list_json straight from database
     rows, not a model per loop: at 100,000 loops building and validating those cost seconds (issue
-    17). tests/tools/test_loop_list_paging.py checks the encoding against the model.
+    17). A whole list is encoded a chunk at a time as the database streams it, so the two work at
+    once. tests/tools/test_loop_list_paging.py checks the encoding against the model.
     """
     caller = caller_session(caller)
     scope = payload.session_id if payload.session_id is not None else current_session(caller)
@@ -130,18 +138,21 @@ def loop_list(payload: LoopListIn, caller: str | None) -> Encoded:
         after = list_position(payload.cursor, scope=scope)
     now = timezone.now()
     limit = payload.limit
+    if limit is None:  # the whole list, encoded as the database streams it
+        return Encoded(loop_list_json_of_chunks(loop_row_chunks(loops, columns=LOOP_VIEW_COLUMNS), now=now))
     # One row more than the page, to know whether more remain.
-    rows = loop_rows(loops, columns=LOOP_VIEW_COLUMNS, after=after, limit=None if limit is None else limit + 1)
-    if limit is None or len(rows) <= limit:
+    rows = loop_rows(loops, columns=LOOP_VIEW_COLUMNS, after=after, limit=limit + 1)
+    if len(rows) <= limit:
         return Encoded(loop_list_json(rows, now=now))
     rows = rows[:limit]
     return Encoded(loop_list_json(rows, now=now, next_cursor=list_cursor(LoopRow._make(rows[-1]), scope=scope)))
 
 
 # --- loop_list cursors (contract §3: opaque) ------------------------------------------------------
-# A cursor is the last listed loop's sort key (next_at, created_at, loop_id; instants in epoch µs)
-# and a digest of the list it belongs to, as signed JSON (django.core.signing, SECRET_KEY): a cursor
-# that was changed, cut short or made up is refused instead of silently paging from somewhere else.
+# A cursor is the last listed loop's sort key (next_at, created_at, loop_id; instants in Unix epoch
+# µs, whichever epoch list rows count from) and a digest of the list it belongs to, as signed JSON
+# (django.core.signing, SECRET_KEY): a cursor that was changed, cut short or made up is refused
+# instead of silently paging from somewhere else.
 _CURSOR_SALT = "dshloop.loop_list.cursor"
 _CURSOR_VERSION = 1
 
@@ -153,7 +164,8 @@ def _list_digest(scope: str) -> str:
 
 def list_cursor(row: LoopRow, *, scope: str) -> str:
     """next_cursor: the next page starts after `row`, in the list `scope` names."""
-    key = [_CURSOR_VERSION, _list_digest(scope), row.next_at_us, row.created_at_us, row.loop_id]
+    next_us = None if row.next_at_us is None else row.next_at_us + ROW_EPOCH_US
+    key = [_CURSOR_VERSION, _list_digest(scope), next_us, row.created_at_us + ROW_EPOCH_US, row.loop_id]
     return signing.Signer(salt=_CURSOR_SALT).sign_object(key)
 
 
@@ -180,7 +192,7 @@ def list_position(cursor: str, *, scope: str) -> Position:
             "the page it came from.",
             field="cursor",
         )
-    return next_us, created_us, loop_id
+    return (None if next_us is None else next_us - ROW_EPOCH_US), created_us - ROW_EPOCH_US, loop_id
 
 
 def loop_delete(payload: LoopDeleteIn, caller: str | None) -> LoopDeleteOut:
