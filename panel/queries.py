@@ -190,11 +190,6 @@ def target_session_choices(limit: int = 200) -> list[tuple[str, str | None]]:
     ]
 
 
-def loop_target_sessions(limit: int = 200) -> list[str]:
-    """The IDs of target_session_choices."""
-    return [session_id for session_id, _title in target_session_choices(limit)]
-
-
 def preset_names(extra=()) -> list[str]:
     """Presets to offer for a `new` target: the registry's mountable ones (the embedded host's own,
     or what the HTTP host cached) and the presets sessions use. The service checks the choice."""

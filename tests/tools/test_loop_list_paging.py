@@ -24,7 +24,7 @@ from loops.models import Loop, LoopState
 from loops.presenters import LOOP_VIEW_COLUMNS, OVERDUE_AFTER, loop_list_json, loop_view, loop_views
 from loops.schemas import LoopListOut, LoopView
 from loops.selectors import loop_list, loop_rows
-from panel.queries import loop_target_sessions
+from panel.queries import target_session_choices
 from tests.conftest import T0, create_loop, error_of, every
 from tools.mcp.server import build_server
 
@@ -392,5 +392,5 @@ def test_the_panels_target_sessions_are_the_distinct_active_targets_by_id(api, l
         .values_list("session_id", flat=True)
         .distinct()[:limit]
     )
-    assert loop_target_sessions(limit) == oracle
+    assert [session_id for session_id, _title in target_session_choices(limit)] == oracle
     assert "ses_done" not in oracle and len(oracle) == min(limit, 5)
