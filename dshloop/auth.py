@@ -63,3 +63,29 @@ def docs_access(view):
 
 
 manage_auth = ScopedBearer("manage")
+
+
+def bearer_scope(scope: str):
+    """A plain Django view (outside the NinjaAPI, e.g. GET /metrics) behind a bearer token with
+    `scope`, answering 401/403 with the contract's error body like the API does."""
+
+    def decorate(view):
+        @wraps(view)
+        def guarded(request: HttpRequest, *args, **kwargs):
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            api_token = token_authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+            if not token.strip() or scheme.lower() != "bearer":
+                error = Unauthorized(
+                    "Send 'Authorization: Bearer <token>'; create a token with manage.py create_api_token."
+                )
+            elif api_token is None:
+                error = Unauthorized("The bearer token is unknown or revoked.")
+            elif not api_token.has_scope(scope):
+                error = Forbidden(f"This token lacks the '{scope}' scope needed here.")
+            else:
+                return view(request, *args, **kwargs)
+            return JsonResponse(error.body(), status=error.status)
+
+        return guarded
+
+    return decorate

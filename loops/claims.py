@@ -22,8 +22,10 @@ from dshloop.bulk import insert_rows, update_rows
 from dshloop.timeutil import to_ms
 
 from . import schedules
+from .counters import Tally
 from .humanize import short_span
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+from .occurrence_log import log_occurrence
 from .queue import enqueue_deliveries
 from .rows import NEW_RUN_COLUMNS, NewRun
 
@@ -89,17 +91,18 @@ def _finish_unsent(run: NewRun, status: str, error: str, now: datetime) -> None:
     run.status, run.error, run.finished_at, run.retry_at, run.attempt = status, error, now, None, 0
 
 
-def _record_broken(loop: Loop, error: Exception, now: datetime) -> None:
+def _record_broken(loop: Loop, error: Exception, now: datetime, tally: Tally) -> None:
     """One loop whose schedule cannot be computed fails alone (its own savepoint)."""
     message = f"The schedule could not be computed: {error}"
-    logger.error("loop=%s scheduled=%s outcome=failed error=%s", loop.loop_id, loop.next_at, message)
+    run = _new_run(loop, scheduled_at=loop.next_at, now=now)
+    _finish_unsent(run, RunStatus.FAILED, message, now)
+    log_occurrence(logger, logging.ERROR, run, RunStatus.FAILED, now=now, error=message)
     with transaction.atomic():
-        run = _new_run(loop, scheduled_at=loop.next_at, now=now)
-        _finish_unsent(run, RunStatus.FAILED, message, now)
         _insert([run])
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
         )
+    tally.finished(RunStatus.FAILED)
 
 
 def _misfire(late: timedelta, grace: int | None, *, one_shot: bool) -> str | None:
@@ -153,7 +156,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     with transaction.atomic(durable=True):
         due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at").only(*_CLAIM_FIELDS)
         loops = list(free_rows(due)[:limit])
-        runs, advanced = [], []
+        runs, advanced, tally = [], [], Tally()
         for loop in loops:
             due_at = loop.next_at
             try:
@@ -161,7 +164,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
             except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
                 loop.next_at = due_at
                 try:
-                    _record_broken(loop, exc, now)
+                    _record_broken(loop, exc, now, tally)
                 except DatabaseError:  # its savepoint rolled back; the others still go ahead
                     logger.exception("could not record the failure of loop %s", loop.loop_id)
                 continue
@@ -181,29 +184,30 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         # and only the runs inserted here are delivered.
         inserted = _insert(runs, skip_conflicts=True)
         by_id = {loop.loop_id: loop for loop in loops}
-        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now)
+        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally)
         _record_misfires(
-            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], by_id, now
+            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], by_id, now, tally
         )
+        tally.missed(sum(run.missed for run in runs))
+        tally.save()
         # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
         run_ids = [run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED]
         enqueue_deliveries(run_ids)
     return run_ids
 
 
-def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime) -> None:
+def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
     """Catch-ups later than the misfire grace, now recorded as skipped runs: say so in the log.
     A recurring loop was already moved on to its next occurrence and keeps its last result (the
     reason is on the run); a failed one-shot shows the reason itself."""
     for run in runs:
-        logger.warning(
-            "loop=%s scheduled=%s outcome=skipped error=%r", run.loop_id, run.scheduled_at.isoformat(), run.error
-        )
+        log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
+        tally.finished(RunStatus.SKIPPED)
         if loops[run.loop_id].kind == ScheduleKind.AFTER:
             Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
 
 
-def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime) -> None:
+def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
     """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
     does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
     for run in runs:
@@ -212,15 +216,14 @@ def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime) -> No
             f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
             f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice."
         )
-        logger.error(
-            "loop=%s scheduled=%s outcome=skipped error=%s", run.loop_id, run.scheduled_at.isoformat(), message
-        )
         if run.status == RunStatus.SKIPPED:
             run.missed -= 1  # a misfire counted itself as missed, but its occurrence has a run
         # Its own key names the occurrence it stands for; the original key stays with the first run.
         run.occurrence_key = f"{run.occurrence_key}:skipped:{run.run_id}"
         _finish_unsent(run, RunStatus.SKIPPED, message, now)
+        log_occurrence(logger, logging.ERROR, run, RunStatus.SKIPPED, now=now, error=message)
         _insert([run])
+        tally.finished(RunStatus.SKIPPED)
         loop = loops[run.loop_id]
         state = LoopState.FAILED if loop.kind == ScheduleKind.AFTER else LoopState.SCHEDULED
         Loop.objects.filter(loop_id=loop.loop_id).update(

@@ -37,10 +37,12 @@ from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
 
 from .claims import OPEN_STATUSES, free_rows, lease
+from .counters import Tally
 from .failures import after_failures, locked_loops, take_outcome
 from .message import loop_message, run_source
 from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
 from .notify import CLOCK_MAX_SLEEP, notify_clocks
+from .occurrence_log import log_occurrence
 from .rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, LoopRow, RunRow
 from .targets import BatchView, PermanentFailure, resolve_target
 
@@ -96,13 +98,14 @@ def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, Lo
 
     skipped = [run for run in runs if paused_first(run)]
     for run in skipped:
-        logger.info(
-            "loop=%s scheduled=%s outcome=skipped error=%r", run.loop_id, run.scheduled_at.isoformat(), PAUSED_FIRST
-        )
+        log_occurrence(logger, logging.INFO, run, RunStatus.SKIPPED, now=now, error=PAUSED_FIRST)
     if skipped:
         LoopRun.objects.filter(run_id__in=[run.run_id for run in skipped]).update(
             status=RunStatus.SKIPPED, error=PAUSED_FIRST, finished_at=now, retry_at=None, lease_until=None
         )
+        tally = Tally()
+        tally.finished(RunStatus.SKIPPED, len(skipped))
+        tally.save()
     for run in runs:
         run.started_at = run.started_at or now
     return [run for run in runs if not paused_first(run)], loops
@@ -211,11 +214,17 @@ def _still_leased(runs: list[RunRow]) -> list[RunRow]:
 def _record(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
     """Record a batch of outcomes and update their loops; the caller holds the transaction and
     the runs' rows (taken or still leased)."""
+    tally = Tally()
     for outcome in outcomes:
         # A host may report the turn's end before the delivery is recorded (contract §10).
         if outcome.run.outcome:
             outcome.error = outcome.error or outcome.run.error
         _settle(outcome, now)
+        if not outcome.retry:
+            tally.finished(outcome.run.status)
+        if outcome.delivered:
+            tally.delivered_late(outcome.run.scheduled_at, now)
+    tally.save()
     update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
     _update_loops(outcomes, loops, now)
 
@@ -237,26 +246,11 @@ def _settle(outcome: Outcome, now: datetime) -> None:
     run = outcome.run
     if outcome.retry:
         run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
-        logger.warning(
-            "loop=%s scheduled=%s outcome=retrying attempt=%d error=%r",
-            run.loop_id,
-            run.scheduled_at.isoformat(),
-            run.attempt,
-            outcome.error,
-        )
+        log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=outcome.error)
     else:
         run.status = RunStatus.DELIVERED if outcome.delivered else RunStatus.FAILED
         run.retry_at, run.finished_at = None, now
-        logger.info(
-            "loop=%s scheduled=%s outcome=%s target=%s attempt=%d missed=%d%s",
-            run.loop_id,
-            run.scheduled_at.isoformat(),
-            run.status,
-            run.target_session_id or "-",
-            run.attempt,
-            run.missed,
-            f" error={outcome.error!r}" if outcome.error else "",
-        )
+        log_occurrence(logger, logging.INFO, run, run.status, now=now, error=outcome.error)
     run.error, run.lease_until = outcome.error, None
 
 

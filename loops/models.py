@@ -78,6 +78,9 @@ class Loop(models.Model):
             # The quota count for "new"/"self" loops (selectors.active_loops_in_quota):
             # WHERE created_by_session_id = X AND session_id IN ('new', 'self') AND state <> 'completed'.
             models.Index(fields=["created_by_session_id", "session_id"], name="loop_creator_idx"),
+            # GET /metrics counts loops by state at each scrape (loops.gauges): the paused and failed
+            # ones from this small index. Claims never touch it (a claimed loop is neither).
+            models.Index(fields=["state"], condition=Q(state__in=["paused", "failed"]), name="loop_stopped_idx"),
         ]
 
     def __str__(self) -> str:
@@ -211,3 +214,20 @@ class LoopEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.loop_id} {self.kind} r{self.revision}"
+
+
+class MetricCounter(models.Model):
+    """A cumulative count for GET /metrics (issue 18): occurrences by result, missed ones, the
+    lateness histogram. Counted in the transactions that record the runs, so it never goes
+    down when retention prunes them. Each name is spread over a few shards, summed when read:
+    schedulers recording at the same time seldom wait for one another's row."""
+
+    name = models.CharField(max_length=40)
+    shard = models.PositiveSmallIntegerField()
+    value = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "shard"], name="metric_counter_shard_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.name}[{self.shard}]={self.value}"

@@ -124,9 +124,23 @@ def test_every_loop_late_beyond_the_grace_is_skipped_and_claimed_at_its_next_occ
     assert [(record.levelno, record.getMessage()) for record in warnings] == [
         (
             logging.WARNING,
-            f"loop={loop.loop_id} scheduled={run.scheduled_at.isoformat()} outcome=skipped error={run.error!r}",
+            f"loop={loop.loop_id} scheduled={run.scheduled_at.isoformat()} outcome=skipped target=- attempt=0 "
+            f"missed=2 error={run.error!r}",
         )
     ]
+    # The same facts as fields, for DSHLOOP_LOG_FORMAT=json (issue 18).
+    assert warnings[0].occurrence == {
+        "loop_id": loop.loop_id,
+        "run_id": run.run_id,
+        "occurrence_key": run.occurrence_key,
+        "scheduled_at": "2025-06-02T22:00:00.000Z",
+        "lateness_ms": (now - run.scheduled_at).total_seconds() * 1000,
+        "outcome": "skipped",
+        "attempt": 0,
+        "target": None,
+        "missed": 2,
+        "error": run.error,
+    }
 
     assert claim(now + s(1)) == []  # recorded once
     assert LoopRun.objects.count() == 1
