@@ -40,7 +40,14 @@ class JsonParser(Parser):
 api = NinjaAPI(
     title="dshloop",
     version="1",
-    description="Durable cross-session loops for agent sessions. Tools at /api/tools/<name>.",
+    description=(
+        "Durable cross-session loops for agent sessions. Tools at /api/tools/<name>. "
+        "Outside /api/: `GET /metrics` (scope manage) answers in the Prometheus text format "
+        "(dshloop_occurrences_total{result}, dshloop_missed_occurrences_total, "
+        "dshloop_delivery_lateness_seconds, dshloop_due_backlog, dshloop_open_runs, "
+        "dshloop_oldest_open_run_age_seconds, dshloop_loops{state}, dshloop_scheduler_instances, "
+        "dshloop_scheduler_last_tick_timestamp_seconds); see the README's Monitoring section."
+    ),
     urls_namespace="api",
     docs_url="/docs",
     docs_decorator=docs_access,

@@ -329,13 +329,22 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 
+# Issue 18: "human" lines for a terminal (the default), or "json": one object per line for a log
+# pipeline, an occurrence's line with its loop_id, run_id, outcome … as keys (dshloop/logformat.py).
+# The one console handler uses it, so django-q2's lines are in the same format as ours.
+DSHLOOP_LOG_FORMAT = env_choice("DSHLOOP_LOG_FORMAT", "human", {"human", "json"})
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "human": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"class": "dshloop.logformat.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": DSHLOOP_LOG_FORMAT}},
     "loggers": {
         "dshloop": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "django_q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # django-q2 logs as "django-q" (django_q/conf.py): under "django_q" this named no logger, and
+        # django-q2 added its own handler at INFO, two lines per task in its own format.
+        "django-q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
