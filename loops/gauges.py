@@ -59,7 +59,9 @@ def _statement() -> str:
 def read_gauges(now: datetime | None = None) -> Gauges:
     now = now or timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(_statement(), {"now": now, "alive_since": now - ALIVE_WINDOW})
+        # Adapted as the ORM would: SQLite compares stored timestamps as text, in Django's form.
+        adapt = connection.ops.adapt_datetimefield_value
+        cursor.execute(_statement(), {"now": adapt(now), "alive_since": adapt(now - ALIVE_WINDOW)})
         row = cursor.fetchone()
     due, scheduled, not_completed, paused, failed, total, open_runs, oldest, instances, last_tick = row
     loops = {

@@ -13,12 +13,13 @@ from functools import cached_property
 
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 
+from dshloop.timeutil import from_ms
 from dshloop.validation import is_identifier
 from loops import humanize
 from loops.health import scheduler_health
-from loops.models import Loop, LoopState, SchedulerHeartbeat
+from loops.models import Loop, LoopState
 from loops.presenters import OVERDUE_AFTER
 from loops.selectors import loop_list, loops_targeting
 from sessions_app.models import Preset, ReservedTarget, SessionHeader
@@ -228,8 +229,8 @@ def composer_status(session_id: str, *, now: datetime, show: int = 3) -> Compose
 def scheduler_status(now: datetime) -> dict:
     """contract §4 health (a scheduler is alive if it ticked in the last 60 s), plus, when none is,
     when the last one was seen: the first thing to know when "my loop didn't fire"."""
-    health = scheduler_health(now)
+    health = scheduler_health(now)  # one query, the last tick included
     if not health["alive"]:
-        last = SchedulerHeartbeat.objects.aggregate(last=Max("last_tick_at"))["last"]
-        health["last_seen"] = humanize.ago(last, now) if last else None
+        last = health.get("last_tick_at")
+        health["last_seen"] = humanize.ago(from_ms(last), now) if last is not None else None
     return health

@@ -273,6 +273,17 @@ def manage_api(manage_token) -> ApiClient:
 
 
 @pytest.fixture
+def alive_scheduler(db):
+    """A scheduler's heartbeat that just ticked: /api/health answers 200 (issue 18: 503 without one)."""
+    from loops.models import SchedulerHeartbeat
+
+    now = timezone.now()
+    return SchedulerHeartbeat.objects.create(
+        instance_id="test", hostname="test", pid=1, started_at=now, last_tick_at=now
+    )
+
+
+@pytest.fixture
 def make_session(host):
     return host.put_session
 

@@ -279,7 +279,7 @@ def test_mcp_body_over_the_limit_is_413_too_large(server, token):
 # --- HEAD -----------------------------------------------------------------------------------------
 
 
-def test_head_health_is_200_without_a_body(server):
+def test_head_health_is_a_status_without_a_body(server):
     # A raw socket: http.client would not read a body after HEAD even if one were sent.
     with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
         sock.sendall(b"HEAD /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -287,7 +287,8 @@ def test_head_health_is_200_without_a_body(server):
         while chunk := sock.recv(65536):
             received += chunk
     head, _, rest = received.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 "), received
+    # No scheduler runs beside this server: the verdict is 503, with no body all the same (issue 18).
+    assert head.startswith(b"HTTP/1.1 503 "), received
     assert b"content-type: application/json" in head.lower()
     assert rest == b""
 

@@ -632,25 +632,25 @@ def test_token_without_the_needed_scope_is_403_forbidden(clients, method, path, 
     assert scope in error["message"]
 
 
-def test_health_needs_no_token(db):
+def test_health_needs_no_token(alive_scheduler):
     response = ApiClient(None).get("/api/health")
     assert response.status_code == 200
     assert response.json()["database"] == "ok"
 
 
-def test_health_ignores_a_bad_token(db):
+def test_health_ignores_a_bad_token(alive_scheduler):
     response = send(ApiClient(None), "GET", "/api/health", headers={"Authorization": "Bearer nope"})
     assert response.status_code == 200
 
 
-def test_health_answers_head_for_uptime_monitors(db):
+def test_health_answers_head_for_uptime_monitors(alive_scheduler):
     response = ApiClient(None).client.head("/api/health")
     assert response.status_code == 200, response.content
     assert response["Content-Type"] == "application/json; charset=utf-8"
     assert response.content == b""  # tests/test_hostile_client.py checks what a real server sends
 
 
-def test_every_api_call_but_health_needs_a_token_the_description_too(db, tools_token):
+def test_every_api_call_but_health_needs_a_token_the_description_too(alive_scheduler, tools_token):
     """contract §2: every /api/ call except GET /api/health needs a bearer token (any scope for the
     API's description, /api/docs and /api/openapi.json); a signed-in staff user reads it as well."""
     from django.contrib.auth import get_user_model
@@ -788,6 +788,6 @@ def test_arbitrary_bytes_as_a_body_never_produce_a_5xx(api, raw):
         assert_answered(api.tool(name, raw=raw or b" "))
 
 
-def test_health_answers_whatever_caller_header_is_sent(db):
+def test_health_answers_whatever_caller_header_is_sent(alive_scheduler):
     response = ApiClient(None, "ses\x00\ud800").get("/api/health")
     assert response.status_code == 200, response.content

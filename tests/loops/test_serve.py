@@ -99,7 +99,8 @@ class Serve:
         def answers():
             assert self.process.poll() is None, self.log()[-3000:]
             try:
-                return httpx.get(f"http://127.0.0.1:{self.port}/api/health", timeout=2).status_code == 200
+                # 200 or 503 (its scheduler may not have ticked yet): either way uvicorn answers.
+                return httpx.get(f"http://127.0.0.1:{self.port}/api/health", timeout=2).status_code in (200, 503)
             except httpx.HTTPError:
                 return False
 
