@@ -75,3 +75,15 @@ bench: $(RUN_STAMP)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis
+
+# docs/monitoring-dashboard.png (issue 18): docs/grafana-dashboard.json drawn from a real run of the
+# web server and a scheduler, with a crash and failures on a timeline (~5 min; needs matplotlib).
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $@ $(RUN_STAMP)
+
+.PHONY: dashboard
+dashboard: $(DOCS_STAMP)
+	$(PY) -m bench.dashboard $(DASHBOARD_ARGS)
