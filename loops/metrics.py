@@ -7,6 +7,7 @@ record runs, and the gauges read now (loops.gauges). Nothing is kept in this pro
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import CollectorRegistry, generate_latest
@@ -87,6 +88,7 @@ def render_metrics() -> bytes:
 
 
 @require_safe
+@transaction.atomic  # the token, the counters and the gauges: one transaction per scrape
 @bearer_scope("manage")
 def metrics_view(request: HttpRequest) -> HttpResponse:
     # Text format 0.0.4, which every Prometheus reads (1.0.0 only adds names our series don't use).

@@ -78,9 +78,6 @@ class Loop(models.Model):
             # The quota count for "new"/"self" loops (selectors.active_loops_in_quota):
             # WHERE created_by_session_id = X AND session_id IN ('new', 'self') AND state <> 'completed'.
             models.Index(fields=["created_by_session_id", "session_id"], name="loop_creator_idx"),
-            # GET /metrics counts loops by state at each scrape (loops.gauges): the paused and failed
-            # ones from this small index. Claims never touch it (a claimed loop is neither).
-            models.Index(fields=["state"], condition=Q(state__in=["paused", "failed"]), name="loop_stopped_idx"),
         ]
 
     def __str__(self) -> str:

@@ -19,10 +19,6 @@ class Migration(migrations.Migration):
                 ('value', models.BigIntegerField(default=0)),
             ],
         ),
-        migrations.AddIndex(
-            model_name='loop',
-            index=models.Index(condition=models.Q(('state__in', ['paused', 'failed'])), fields=['state'], name='loop_stopped_idx'),
-        ),
         migrations.AddConstraint(
             model_name='metriccounter',
             constraint=models.UniqueConstraint(fields=('name', 'shard'), name='metric_counter_shard_uniq'),
