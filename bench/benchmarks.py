@@ -13,12 +13,13 @@ import os
 import re
 import subprocess
 import time
+import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from . import db
-from .procs import cpu_seconds, postgres_pids, rss_bytes, schedulers, wait_for
-from .queries import time_queries
+from .procs import cpu_seconds, postgres_pids, rss_bytes, schedulers, wait_for, web_server
+from .queries import captured_sql, time_queries
 from .stats import percentile, summary
 from .systems import SESSIONS, System, session_id
 
@@ -175,26 +176,108 @@ def steady(system: System, *, loops: int, period_s: int, seconds: int, log_dir: 
 # B3 idle cost -------------------------------------------------------------------------------------
 
 
-def idle(system: System, *, loops: int, seconds: int, log_dir: Path, label: str) -> dict:
-    """`loops` loops none due for an hour: transactions, new connections and CPU per minute."""
+def backends_cpu(database: str) -> dict[int, float]:
+    """CPU seconds so far of each server process connected to `database`."""
+    return {pid: cpu_seconds([pid]) for pid in db.backend_pids(database)}
+
+
+def idle_window(system: System, scheduler, *, seconds: float, web=None, scrape=None, every_s: float = 0) -> dict:
+    """One measured window of an idle scheduler: transactions, new connections and CPU per minute,
+    of the scheduler's process tree and of the database's backends (the processes connected at
+    either end of the window; a backend that starts and exits inside it is missed, which the new
+    connections show). With `scrape`, call it every `every_s` s, at the middle of each slot (a
+    scrape's statistics reach pg_stat_database well before the window ends), and count `web`'s CPU."""
+    before, started = db.counters(system.database), time.monotonic()
+    cpu_before, backends_before = cpu_seconds(scheduler.tree()), backends_cpu(system.database)
+    web_before = cpu_seconds(web.tree()) if web else 0.0
+    scrape_ms = []
+    if scrape:
+        for slot in range(int(seconds // every_s)):
+            time.sleep(max(0.0, started + (slot + 0.5) * every_s - time.monotonic()))
+            scrape_ms.append(scrape())
+    time.sleep(max(0.0, started + seconds - time.monotonic()))
+    after, cpu_after, backends_after = (
+        db.counters(system.database),
+        cpu_seconds(scheduler.tree()),
+        backends_cpu(system.database),
+    )
+    web_after = cpu_seconds(web.tree()) if web else 0.0
+    elapsed = time.monotonic() - started
+    per_minute = 60 / elapsed
+    cpu = (cpu_after - cpu_before) * per_minute
+    server = sum(value - backends_before.get(pid, 0.0) for pid, value in backends_after.items()) * per_minute
+    result = {
+        "transactions_per_min": (after["transactions"] - before["transactions"]) * per_minute,
+        "connections_per_min": (after["sessions"] - before["sessions"]) * per_minute,
+        "cpu_s_per_min": cpu,
+        "cpu_percent": cpu / 60 * 100,
+        "backend_cpu_s_per_min": server,
+        "window_s": elapsed,
+    }
+    if scrape:
+        result |= {
+            "scrapes": len(scrape_ms),
+            "scrape_ms_p50": percentile(scrape_ms, 50),
+            "scrape_ms_max": max(scrape_ms, default=None),
+            "web_cpu_s_per_min": (web_after - web_before) * per_minute,
+        }
+    return result
+
+
+def manage_token(name: str) -> str:
+    """A fresh bearer token with the `manage` scope (GET /metrics), made by the product's service."""
+    from tokens.services import token_create
+
+    _, raw = token_create(name=name, scopes=["manage"])
+    return raw
+
+
+def scrape_over_http(url: str, token: str) -> float:
+    """One GET /metrics as Prometheus sends it; milliseconds until the whole body is read."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=30) as response:  # raises on anything but 2xx
+        body = response.read()
+    elapsed = (time.perf_counter() - started) * 1000
+    if b"dshloop_loops" not in body:
+        raise RuntimeError(f"GET {url} answered without the gauges: {body[:300]!r}")
+    return elapsed
+
+
+def idle(
+    system: System, *, loops: int, seconds: int, log_dir: Path, label: str, scrape_every_s: float | None = None
+) -> dict:
+    """`loops` loops none due for an hour: transactions, new connections and CPU per minute.
+
+    With `scrape_every_s` (dshloop only, issue 18), a second window of the same scheduler follows
+    with a web process (uvicorn, no scheduler of its own) scraped at GET /metrics that often, as
+    Prometheus would: its numbers are the first window's keys prefixed `scraped_`.
+    """
     system.reset()
     system.add_every(loops, period_s=HOUR, first_at=now() + timedelta(hours=1), spread_s=HOUR)
     system.analyze()
     with schedulers(system, 1, log_dir, label) as [process]:
         time.sleep(STATS_SETTLE_S)  # past start-up, and the harness's queries are counted already
-        before, cpu_before, started = db.counters(system.database), cpu_seconds(process.tree()), time.monotonic()
-        time.sleep(seconds)
-        after, cpu_after = db.counters(system.database), cpu_seconds(process.tree())
-        elapsed = time.monotonic() - started
-    per_minute = 60 / elapsed
-    cpu = (cpu_after - cpu_before) * per_minute
-    return {
-        "transactions_per_min": (after["transactions"] - before["transactions"]) * per_minute,
-        "connections_per_min": (after["sessions"] - before["sessions"]) * per_minute,
-        "cpu_s_per_min": cpu,
-        "cpu_percent": cpu / 60 * 100,
-        "window_s": elapsed,
-    }
+        result = idle_window(system, process, seconds=seconds)
+        if scrape_every_s:
+            token = manage_token("bench-scrape")
+            with web_server(system, log_dir / f"web-{label}.log") as (web, base):
+                scrape = lambda: scrape_over_http(base + "/metrics", token)  # noqa: E731
+                # Warm-up: imports, and the persistent connection of each thread that will answer (a2wsgi
+                # hands requests to a pool of threads, and a new connection runs set-up queries of its own).
+                for _ in range(3):
+                    scrape()
+                    time.sleep(1)
+                time.sleep(STATS_SETTLE_S)
+                scraped = idle_window(system, process, seconds=seconds, web=web, scrape=scrape, every_s=scrape_every_s)
+            result |= {f"scraped_{key}": value for key, value in scraped.items()}
+            result["scraped_total_cpu_percent"] = (scraped["cpu_s_per_min"] + scraped["web_cpu_s_per_min"]) / 60 * 100
+            # What one scrape adds, against the scheduler's own rate in the first window.
+            if scraped["scrapes"]:
+                scheduler_share = result["transactions_per_min"] * scraped["window_s"] / 60
+                total = scraped["transactions_per_min"] * scraped["window_s"] / 60
+                result["transactions_per_scrape"] = (total - scheduler_share) / scraped["scrapes"]
+    return result
 
 
 # B4 scale -----------------------------------------------------------------------------------------
@@ -212,6 +295,106 @@ def due_query_ms(system: System, *, repeat: int) -> dict:
     return {
         name: percentile(time_queries(system.conn, statements, repeat=repeat), 50)
         for name, statements in system.due_queries().items()
+    }
+
+
+SCAN = re.compile(
+    r"->\s+(?P<node>(?:Parallel )?(?:Index Only Scan|Index Scan|Seq Scan|Bitmap Heap Scan|Bitmap Index Scan))"
+    r"(?: using (?P<index>\S+))? on (?P<relation>\S+).*?actual time=[\d.]+\.\.(?P<ms>[\d.]+) rows=(?P<rows>\d+)"
+    r" loops=(?P<loops>\d+)"
+)
+
+
+def explain_summary(plan: str) -> dict:
+    """The scans of an EXPLAIN (ANALYZE, BUFFERS) text: node, index, rows, ms and heap fetches each."""
+    scans = []
+    for line in plan.splitlines():
+        if match := SCAN.search(line):
+            scan = match.groupdict()
+            scans.append(
+                {
+                    "node": scan["node"],
+                    # "Bitmap Index Scan on <index>" names the index where the others name the table.
+                    "index": scan["relation"] if scan["node"] == "Bitmap Index Scan" else scan["index"],
+                    "table": None if scan["node"] == "Bitmap Index Scan" else scan["relation"],
+                    "rows": int(scan["rows"]) * int(scan["loops"]),
+                    "ms": float(scan["ms"]),
+                    "heap_fetches": 0,
+                }
+            )
+        elif scans and (fetches := re.search(r"Heap Fetches: (\d+)", line)):
+            scans[-1]["heap_fetches"] += int(fetches.group(1))
+    execution = re.search(r"Execution Time: ([\d.]+) ms", plan)
+    return {
+        "execution_ms": float(execution.group(1)) if execution else None,
+        "scans": scans,
+        "index_only": sum(scan["node"].endswith("Index Only Scan") for scan in scans),
+        "seq_scans": sum(scan["node"].endswith("Seq Scan") for scan in scans),
+        "heap_fetches": sum(scan["heap_fetches"] for scan in scans),
+        "workers": sum(int(n) for n in re.findall(r"Workers Launched: (\d+)", plan)),
+    }
+
+
+def scrape_cost(system: System, *, repeat: int, explain_path: Path) -> dict:
+    """GET /metrics against the current table, in-process through the Django test client (token
+    auth, the counters, the gauge statement, the text format; no network), and the gauge statement
+    alone (loops.gauges.read_gauges): wall ms, the harness's CPU (Python) and the database backend's
+    CPU (/proc of the connection's server process; parallel workers, which exit with each query, are
+    not in it: the plan counts them) per call; and the statement's EXPLAIN (ANALYZE,
+    BUFFERS), written to `explain_path`."""
+    from django.db import connection
+    from django.test import Client
+
+    from loops.gauges import read_gauges
+
+    client, token = Client(), manage_token("bench-metrics")
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def get() -> None:
+        response = client.get("/metrics", headers=headers)
+        if response.status_code != 200:
+            raise RuntimeError(f"GET /metrics answered {response.status_code}: {response.content[:300]!r}")
+
+    def timed(run) -> dict:
+        run()  # warm-up: imports, the connection, the plan
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            [backend] = cursor.fetchone()
+        values, backend_before, python_before = [], cpu_seconds([backend]), time.process_time()
+        for _ in range(repeat):
+            started = time.perf_counter()
+            run()
+            values.append((time.perf_counter() - started) * 1000)
+        backend_ms = (cpu_seconds([backend]) - backend_before) * 1000 / repeat
+        python_ms = (time.process_time() - python_before) * 1000 / repeat
+        return {
+            "p50": percentile(values, 50),
+            "p99": percentile(values, 99),
+            "backend_cpu_ms": backend_ms,
+            "python_cpu_ms": python_ms,
+        }
+
+    get_ms, gauges_ms = timed(get), timed(lambda: read_gauges(now()))
+    [statement] = captured_sql(lambda: read_gauges(now()))
+    plan = "\n".join(row[0] for row in system.conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement))
+    explain_path.parent.mkdir(parents=True, exist_ok=True)
+    explain_path.write_text(statement.strip() + "\n\n" + plan + "\n")
+    summary = explain_summary(plan)
+    return {
+        "get_p50": get_ms["p50"],
+        "get_p99": get_ms["p99"],
+        "get_backend_cpu_ms": get_ms["backend_cpu_ms"],
+        "get_python_cpu_ms": get_ms["python_cpu_ms"],
+        "gauges_p50": gauges_ms["p50"],
+        "gauges_p99": gauges_ms["p99"],
+        "gauges_backend_cpu_ms": gauges_ms["backend_cpu_ms"],
+        "explain_ms": summary["execution_ms"],
+        "index_only_scans": summary["index_only"],
+        "seq_scans": summary["seq_scans"],
+        "heap_fetches": summary["heap_fetches"],
+        "parallel_workers": summary["workers"],
+        "scans": summary["scans"],
+        "explain": explain_path.name,
     }
 
 

@@ -104,6 +104,12 @@ def settled_rows_written(database: str, *, quiet_s: float = 11.0, timeout_s: flo
     return value
 
 
+def backend_pids(database: str) -> list[int]:
+    """The server processes of one database's connections (pg_stat_activity), for their CPU."""
+    with server() as conn:
+        return [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [database])]
+
+
 def backend_count(database: str) -> int:
     with server() as conn:
         return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database]).fetchone()[0]

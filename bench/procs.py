@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -127,3 +130,36 @@ def schedulers(system, count: int, log_dir: Path, label: str):
     finally:
         for process in started:
             process.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def web_server(system, log_path: Path):
+    """dshloop's web process (Dshloop.start_web) on a free port, answering on entry; SIGTERMed on
+    exit. Yields the process and its base URL."""
+    port = free_port()
+    process = system.start_web(log_path, port)
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        try:
+            urllib.request.urlopen(base + "/metrics", timeout=2).close()  # 401 without a token: no query
+        except urllib.error.HTTPError:
+            pass  # any answer means the server is up
+        except OSError:
+            return False
+        return True
+
+    try:
+        if not wait_for(lambda: answers() or not process.running(), timeout=60):
+            raise RuntimeError(f"web server {process.pid} not answering after 60 s: {log_path}")
+        if not process.running():
+            raise RuntimeError(f"web server {process.pid} exited: {process.output()[-2000:]}")
+        yield process, base
+    finally:
+        process.stop()

@@ -15,7 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 
-def _captured(run) -> list[str]:
+def captured_sql(run) -> list[str]:
+    """The SQL `run` sends, as sent, in a transaction rolled back afterwards."""
     with CaptureQueriesContext(connection) as captured:
         with transaction.atomic():
             run()
@@ -33,7 +34,7 @@ def dshloop_claim_sql() -> str:
     from loops.models import Loop, LoopState
 
     due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=timezone.now()).order_by("next_at")
-    [sql] = _captured(lambda: list(free_rows(due)[:CLAIM_BATCH]))
+    [sql] = captured_sql(lambda: list(free_rows(due)[:CLAIM_BATCH]))
     return sql
 
 
@@ -41,7 +42,7 @@ def dshloop_deadline_sql() -> list[str]:
     """loops.claims.next_wakeup: the two MIN() queries every clock tick runs, due or not."""
     from loops.claims import next_wakeup
 
-    return _captured(next_wakeup)
+    return captured_sql(next_wakeup)
 
 
 def baseline_scheduler_sql() -> str:
@@ -54,7 +55,7 @@ def baseline_scheduler_sql() -> str:
         .filter(next_run__lt=timezone.now())
         .filter(Q(cluster__isnull=True))
     )  # the default cluster's schedules
-    [sql] = _captured(lambda: list(due))
+    [sql] = captured_sql(lambda: list(due))
     return sql
 
 

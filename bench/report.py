@@ -376,7 +376,56 @@ def b3_section(results: dict, sizes: dict) -> str:
         "transactions ≈ statements; a transaction block counts once. CPU is user + system time of the "
         "scheduler's whole process tree from `/proc` (PostgreSQL's own backends are not included); on this VM "
         "the CPU time of an idle process tree varies several-fold from run to run, so only the median of a "
-        "full run on a quiet machine means much.\n\n" + table(HEADER, rows)
+        "full run on a quiet machine means much.\n\n" + table(HEADER, rows) + b3_scraped(ours, sizes)
+    )
+
+
+def b3_scraped(reps: list[dict], sizes: dict) -> str:
+    """dshloop's idle cost with GET /metrics scraped as Prometheus would (issue 18)."""
+    if not any(rep.get("scraped_transactions_per_min") is not None for rep in reps):
+        return ""
+    every = sizes.get("b3_scrape_every_s", 15)
+    cpu = over_reps(reps, "scraped_total_cpu_percent")[0]
+    rows = [
+        [
+            "transactions/min, every connection to the database",
+            cell(reps, "transactions_per_min"),
+            cell(reps, "scraped_transactions_per_min"),
+            "",
+            "",
+        ],
+        ["of which one scrape (transactions)", "", cell(reps, "transactions_per_scrape"), "", ""],
+        ["new connections/min", cell(reps, "connections_per_min"), cell(reps, "scraped_connections_per_min"), "", ""],
+        ["scheduler CPU % of one core", cell(reps, "cpu_percent"), cell(reps, "scraped_cpu_percent"), "", ""],
+        ["web process CPU seconds/min", "", cell(reps, "scraped_web_cpu_s_per_min"), "", ""],
+        [
+            "scheduler + web process CPU % of one core",
+            cell(reps, "cpu_percent"),
+            cell(reps, "scraped_total_cpu_percent"),
+            "≤ 1%",
+            met(cpu, 1, at_most=True),
+        ],
+        [
+            "PostgreSQL CPU seconds/min, the database's backends",
+            cell(reps, "backend_cpu_s_per_min"),
+            cell(reps, "scraped_backend_cpu_s_per_min"),
+            "",
+            "",
+        ],
+        ["GET /metrics over HTTP, p50 (ms)", "", cell(reps, "scraped_scrape_ms_p50"), "", ""],
+        ["GET /metrics over HTTP, max (ms)", "", cell(reps, "scraped_scrape_ms_max"), "", ""],
+    ]
+    return (
+        f"\n\n**With a scrape every {every} s (issue 18), dshloop alone** — the same `runloops`, a second "
+        f"{sizes['b3_seconds']} s window right after the first, beside a web process (uvicorn on `dshloop.asgi` as "
+        "`manage.py serve` runs it, without the scheduler serve supervises) whose `GET /metrics` the harness "
+        f"fetches over HTTP every {every} s with a `manage` token, after a warm-up that opened the web process's "
+        "persistent connections. The transactions are every connection's, the scheduler's included: B3's "
+        "≤ 10/min is the scheduler's own, which a scrape does not change (it never wakes the clock), so the "
+        "scrapes' own transactions are shown beside it rather than held to it. The CPU "
+        "target is applied to the scheduler and the web process together. PostgreSQL CPU is that of the "
+        "backends connected to the database at either end of a window (`/proc`), both windows.\n\n"
+        + table(["", "idle (above)", f"with a scrape every {every} s", "target", "met?"], rows)
     )
 
 
@@ -460,10 +509,89 @@ def b4_section(results: dict, sizes: dict) -> str:
         "(`loops.claims.CLAIM_BATCH`) on `loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
         "`next_run` has no index).\n\n"
         + table(HEADER, query_rows)
+        + b4_scrape(data, sizes)
         + f"\n\n**API latency at {sizes['b4_api_size']:,} loops** — `/api/tools/loop_create` and `loop_list` "
         "in-process through the Django test client (token auth, schema validation, service, serialization; "
         "no network), with one `runloops` running. django-q2 has no agent-facing API to compare.\n\n"
         + table(HEADER, api_rows)
+    )
+
+
+def b4_scrape(data: dict, sizes: dict) -> str:
+    """What a scrape of GET /metrics costs at each size (issue 18), and the gauge statement's plan."""
+    largest = sizes["b4_sizes"][-1]
+    runs = [(f"{size:,}", size, data.get(f"dshloop/{size}/scrape", [])) for size in sizes["b4_sizes"]]
+    runs.append((f"{largest:,}, after VACUUM", largest, data.get(f"dshloop/{largest}/scrape_vacuumed", [])))
+    runs = [(label, size, reps) for label, size, reps in runs if reps]
+    if not runs:
+        return ""
+    rows = [
+        [
+            label,
+            cell(reps, "get_p50"),
+            cell(reps, "get_p99"),
+            cell(reps, "gauges_p50"),
+            cell(reps, "gauges_p99"),
+            cell(reps, "get_backend_cpu_ms"),
+            cell(reps, "get_python_cpu_ms"),
+            cell(reps, "explain_ms"),
+            # The plan of the last repetition: a count of scans, not a median.
+            f"{reps[-1]['index_only_scans']} of {len(reps[-1]['scans'])}",
+            f"{reps[-1]['heap_fetches']:,}",
+            str(reps[-1].get("parallel_workers", "—")),
+        ]
+        for label, _, reps in runs
+    ]
+    # The plan at the largest size, from the last repetition (one plan, not a median).
+    scan_rows = [
+        [
+            label,
+            scan["node"],
+            f"`{scan['index']}`" if scan["index"] else "",
+            scan["table"] or "",
+            f"{scan['rows']:,}",
+            number(scan["ms"]),
+            f"{scan['heap_fetches']:,}",
+        ]
+        for label, size, reps in runs
+        if size == largest
+        for scan in reps[-1].get("scans", [])
+    ]
+    return (
+        f"\n\n**GET /metrics (issue 18)** — in-process through the Django test client (bearer token, the "
+        "counters, the one gauge statement of `loops.gauges.read_gauges`, the text format; no network), no "
+        f"scheduler running, at each size; p50/p99 of {sizes.get('b4_scrapes', '—')} after a warm-up, and the "
+        "gauge statement alone. CPU per scrape: the PostgreSQL backend's (`/proc` of the connection's server "
+        "process; the parallel workers a plan launches exit with the query and are not in it) and the "
+        "harness's Python. The plan is one EXPLAIN (ANALYZE, BUFFERS) of the statement, saved "
+        "in `var/bench/<date>/explain-gauges-*.txt`. The table is only ANALYZEd after each bulk insert, so its "
+        "pages are not yet all-visible, as between two autovacuums of a busy table: the planner counts with "
+        "sequential scans rather than index-only scans that would visit the heap (heap fetches). The last "
+        "row is the largest table after a VACUUM.\n\n"
+        + table(
+            [
+                "loops",
+                "GET p50 (ms)",
+                "GET p99 (ms)",
+                "gauges p50 (ms)",
+                "gauges p99 (ms)",
+                "PostgreSQL CPU per scrape (ms)",
+                "Python CPU per scrape (ms)",
+                "EXPLAIN ANALYZE (ms)",
+                "index-only scans (plan)",
+                "heap fetches (plan)",
+                "parallel workers (plan)",
+            ],
+            rows,
+        )
+        + (
+            f"\n\nThe gauge statement's scans at {largest:,} loops:\n\n"
+            + table(
+                ["loops", "scan", "index", "table", "rows", "ms (per process if parallel)", "heap fetches"], scan_rows
+            )
+            if scan_rows
+            else ""
+        )
     )
 
 

@@ -35,6 +35,7 @@ class Sizes:
     b2_seconds: int
     b3_loops: int
     b3_seconds: int
+    b3_scrape_every_s: int  # issue 18: a second window with GET /metrics this often, as Prometheus would
     b4_sizes: tuple[int, ...]
     b4_burst: int
     b4_query_repeat: int
@@ -42,6 +43,7 @@ class Sizes:
     b4_creates: int
     b4_lists: int
     b4_global_lists: int
+    b4_scrapes: int  # issue 18: GET /metrics and the gauge statement, timed this many times per size
 
 
 # The sizes issue 7 asks for.
@@ -58,6 +60,7 @@ FULL = Sizes(
     b2_seconds=180,
     b3_loops=100_000,
     b3_seconds=60,
+    b3_scrape_every_s=15,
     b4_sizes=(10_000, 100_000, 1_000_000),
     b4_burst=1_000,
     b4_query_repeat=20,
@@ -65,6 +68,7 @@ FULL = Sizes(
     b4_creates=1_000,
     b4_lists=200,
     b4_global_lists=3,
+    b4_scrapes=50,
 )
 # Tiny, one repetition: checks that every path of the harness works, in minutes. Its numbers
 # are not the benchmark (B2's window is shorter than django-q2's one-minute period, for one).
@@ -81,6 +85,7 @@ QUICK = Sizes(
     b2_seconds=40,
     b3_loops=10_000,
     b3_seconds=20,
+    b3_scrape_every_s=15,
     b4_sizes=(1_000, 10_000, 100_000),
     b4_burst=100,
     b4_query_repeat=5,
@@ -88,6 +93,7 @@ QUICK = Sizes(
     b4_creates=100,
     b4_lists=50,
     b4_global_lists=1,
+    b4_scrapes=10,
 )
 
 
@@ -215,6 +221,8 @@ class Run:
                         seconds=self.sizes.b3_seconds,
                         log_dir=self.logs("B3", rep),
                         label="idle",
+                        # Prometheus's default interval; django-q2 has no /metrics to scrape.
+                        scrape_every_s=self.sizes.b3_scrape_every_s if system.name == "dshloop" else None,
                     ),
                 )
 
@@ -232,6 +240,8 @@ class Run:
                 self.record(
                     "B4", f"{system.name}/{size}/query", due_query_ms(system, repeat=self.sizes.b4_query_repeat)
                 )
+            # Issue 18: what a scrape of GET /metrics costs at this size, no scheduler running.
+            self.record("B4", f"dshloop/{size}/scrape", self.scrape(size, "scrape"))
             have = size
             for rep in range(self.sizes.reps):
                 for system in self.systems:
@@ -260,6 +270,21 @@ class Run:
                                 global_lists=self.sizes.b4_global_lists,
                             ),
                         )
+
+        # The largest table once more after a VACUUM: grow() only ANALYZEs, so its new pages are not yet
+        # all-visible and the index-only counts fetch heap pages for them (see Heap Fetches in the plans).
+        largest = self.sizes.b4_sizes[-1]
+        self.systems[0].conn.execute("VACUUM (ANALYZE) loops_loop")
+        self.record("B4", f"dshloop/{largest}/scrape_vacuumed", self.scrape(largest, "scrape-vacuumed"))
+
+    def scrape(self, size: int, label: str) -> dict:
+        from bench.benchmarks import scrape_cost
+
+        return scrape_cost(
+            self.systems[0],
+            repeat=self.sizes.b4_scrapes,
+            explain_path=self.out_dir / f"explain-gauges-{label}-{size}.txt",
+        )
 
 
 # Lists at 100,000 loops (issue 17): loops, sessions, timed requests per list, whole lists, page size.

@@ -175,6 +175,28 @@ class Dshloop(System):
             {"at": at, "lo": f"loop_bench_{start:08d}", "hi": f"loop_bench_{start + count:08d}"},
         )
 
+    def start_web(self, log_path: Path, port: int) -> Process:
+        """The web side alone: uvicorn on dshloop.asgi, as `manage.py serve` runs it, but without the
+        scheduler serve supervises (the bench runs its own `runloops`)."""
+        return Process(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "dshloop.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--lifespan",
+                "on",
+                "--timeout-graceful-shutdown",
+                "5",
+            ],
+            env=self.env(),
+            log_path=log_path,
+        )
+
     def wake(self):
         # Rows inserted behind the clock's back: loop_create would notify on commit (loops.services).
         from loops.notify import notify_clocks
