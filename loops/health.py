@@ -31,8 +31,8 @@ The numbers:
   the connection is not counted), to the µs: rounded to 0.1 ms a local SQLite, whose round trip
   is a few µs, would always read 0, indistinguishable from "not measured".
 
-They come from loops.gauges' one statement (the same snapshot `/metrics` reads), after the
-`SELECT 1`: two round trips in all, whatever the number of loops.
+They come from loops.gauges' one statement (what `/metrics` reads, without the loops by state),
+after the `SELECT 1`: two round trips in all, and index reads only, whatever the number of loops.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def health_report(now: datetime | None = None) -> tuple[int, dict]:
     now = now or timezone.now()
     try:
         rtt_ms = _round_trip_ms()
-        gauges = read_gauges(now)
+        gauges = read_gauges(now, by_state=False)  # no pass over the loop table: polled often
     except DatabaseError as exc:
         logger.warning("health: the database did not answer: %s", str(exc).strip() or type(exc).__name__)
         _drop_if_broken()

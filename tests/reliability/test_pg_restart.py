@@ -24,6 +24,7 @@ import dj_database_url
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from loops.models import LoopRun
@@ -153,9 +154,16 @@ def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
         private_postgres.stop()
         stopped_at = timezone.now()  # every claim before the outage committed before this
         time.sleep(OUTAGE_SECONDS)  # the outage itself, not a synchronisation
+        # Health tells the truth (issue 18): a 503 naming the database, never a 500.
+        down = Client().get("/api/health")
+        assert down.status_code == 503 and down.json()["database"] == "error", down.content
         back_at = timezone.now()  # every claim after the outage is taken after this
         private_postgres.start()
-        connection.close()  # this process's connection died with the server
+        # ...and the next request after the restart finds the database on a new connection (the
+        # schedulers' last ticks, before the outage, are still within 60 s: 200).
+        up = Client().get("/api/health")
+        assert up.status_code == 200 and up.json()["database"] == "ok", up.content
+        connection.close()  # a fresh connection for the helpers below, whatever health left
 
         wait_for(
             lambda: len(loops_delivered_since(loops, back_at)) == len(loops),
