@@ -375,8 +375,12 @@ def scrape_cost(system: System, *, repeat: int, explain_path: Path) -> dict:
         }
 
     get_ms, gauges_ms = timed(get), timed(lambda: read_gauges(now()))
-    [statement] = captured_sql(lambda: read_gauges(now()))
-    plan = "\n".join(row[0] for row in system.conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement))
+    # The gauge statement is the last; what comes before it (SET LOCAL …) is its setting, kept for the plan.
+    *settings, statement = captured_sql(lambda: read_gauges(now()))
+    with system.conn.transaction():
+        for setting in settings:
+            system.conn.execute(setting)
+        plan = "\n".join(row[0] for row in system.conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement))
     explain_path.parent.mkdir(parents=True, exist_ok=True)
     explain_path.write_text(statement.strip() + "\n\n" + plan + "\n")
     summary = explain_summary(plan)

@@ -4,8 +4,8 @@ backlog, the open runs, the loops by state and the schedulers, in one statement.
 One statement is one snapshot, so the states add up, and one round trip. The due backlog reads
 `loop_due_idx` and the open runs `run_open_idx`, never the run history. The loops by state are
 one pass over the loop table (no index holds every state, and one that did would cost every
-claim a write): about 60 ms at 1M loops on PostgreSQL, where it runs in parallel; measured in
-docs/BENCHMARKS-METRICS.md.
+claim a write): about 170 ms at 1M loops on PostgreSQL, on one backend (no parallel workers);
+measured in docs/BENCHMARKS-METRICS.md.
 """
 
 from __future__ import annotations
