@@ -62,8 +62,9 @@ def in_process_wsgi(db):
 
 
 @pytest.fixture
-def fuzz_headers(in_process_wsgi) -> dict[str, str]:
-    """A token with both scopes, and a caller session the host knows (contract §2)."""
+def fuzz_headers(in_process_wsgi, alive_scheduler) -> dict[str, str]:
+    """A token with both scopes, and a caller session the host knows (contract §2). A scheduler is
+    alive: /api/health's 503 (none alive, issue 18) is its verdict, not a server error."""
     session_upsert(session_id="ses_caller", changes={"status": "running", "preset": "coder", "model": "m1"})
     session_upsert(session_id="ses_global", changes={"global_interface": True, "preset": "interface"})
     preset_upsert(name="coder", mountable=True)
