@@ -5,7 +5,8 @@ The status code is the verdict, because uptime monitors read status codes (and o
 HEAD, which gets the same status and no body):
 
 - 200 when the database answers and at least one scheduler is alive (ticked in the last 60 s).
-  The body is contract §4's, plus §12's three numbers, and nothing else::
+  The body is contract §4's, plus §12's three numbers, and `problems` only when something still
+  needs a person (loops set aside because their stored deadline was not a timestamp)::
 
       {"database": "ok", "scheduler": {"alive": true, "instances": 1, "last_tick_at": 1748858410000},
        "due_backlog": 0, "oldest_open_run_age_s": 0.0, "database_rtt_ms": 0.412}
@@ -33,6 +34,8 @@ The numbers:
 
 They come from loops.gauges' one statement (what `/metrics` reads, without the loops by state),
 after the `SELECT 1`: two round trips in all, and index reads only, whatever the number of loops.
+(`problems` counts the set-aside loops on a partial index that is empty unless something wrote a
+deadline that names no moment: see loops.stored_times.)
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ class HealthOut(BaseModel):
     due_backlog: int = Field(description="Scheduled loops due and not yet claimed.")
     oldest_open_run_age_s: float = Field(description="Seconds since the oldest open run was claimed; 0 when none.")
     database_rtt_ms: float = Field(description="One `SELECT 1` round trip, in ms.")
+    problems: list[str] | None = Field(
+        None,
+        description="Present when loops will fire but something needs a person: loops the scheduler set aside.",
+    )
 
 
 class HealthProblemsOut(BaseModel):
@@ -129,9 +136,12 @@ def health_report(now: datetime | None = None) -> tuple[int, dict]:
         "oldest_open_run_age_s": round(gauges.oldest_open_run_age_seconds, 3),
         "database_rtt_ms": rtt_ms,
     }
-    if scheduler["alive"]:
-        return 200, body
-    return 503, {**body, "problems": [_no_scheduler(gauges.last_tick_at, now)]}
+    problems = [] if scheduler["alive"] else [_no_scheduler(gauges.last_tick_at, now)]
+    if gauges.unreadable_loops:
+        problems.append(_unreadable(gauges.unreadable_loops))
+    if problems:
+        body["problems"] = problems
+    return (200 if scheduler["alive"] else 503), body
 
 
 def _round_trip_ms() -> float:
@@ -152,6 +162,14 @@ def _drop_if_broken() -> None:
     """
     if not connection.in_atomic_block:
         connection.close_if_unusable_or_obsolete()
+
+
+def _unreadable(count: int) -> str:
+    loops = "1 loop was" if count == 1 else f"{count} loops were"
+    return (
+        f"{loops} paused because the stored next run time was not a timestamp (written by hand or another "
+        "tool?): the server's log names them; resume them to schedule them from now."
+    )
 
 
 def _no_scheduler(last_tick_at: datetime | None, now: datetime) -> str:

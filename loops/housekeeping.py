@@ -24,6 +24,7 @@ from django.utils import timezone
 from sessions_app.hosts import get_host
 
 from .retention import Pruner
+from .stored_times import settle_step, stores_text
 
 logger = logging.getLogger("dshloop.housekeeping")
 
@@ -78,6 +79,10 @@ class PruneJob:
         return more
 
 
+# How often deadlines written in another form are settled (loops.stored_times); the due ones are
+# settled by the claim at once, so this only bounds how late a hidden one can be.
+SETTLE_INTERVAL_SECONDS = 60.0
+
 OUTCOME_POLL_SECONDS = 5.0
 OUTCOME_POLL_LIMIT = 200  # runs asked about per poll
 
@@ -92,9 +97,11 @@ def poll_outcomes_step() -> bool:
 
 
 def default_jobs() -> list[Job]:
-    """The jobs `runloops` runs: retention at start, then every DSHLOOP_PRUNE_INTERVAL_SECONDS; and,
-    for a host that logs how turns end (the `dsh` host), reading those outcomes every few seconds."""
+    """The jobs `runloops` runs: retention at start, then every DSHLOOP_PRUNE_INTERVAL_SECONDS; on
+    SQLite, settling deadlines stored in another form every minute; and, for a host that logs how turns end (the `dsh` host), reading those outcomes every few seconds."""
     jobs = [Job("prune", settings.DSHLOOP_PRUNE_INTERVAL_SECONDS, PruneJob().step)]
+    if stores_text():
+        jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, lambda: settle_step(now=timezone.now())))
     if hasattr(get_host(), "turn_outcomes"):
         jobs.append(Job("outcomes", OUTCOME_POLL_SECONDS, poll_outcomes_step))
     return jobs

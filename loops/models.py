@@ -19,6 +19,11 @@ class LoopState(models.TextChoices):
     PAUSED = "paused"
 
 
+# The pause_reason of a loop whose stored next_at names no moment (loops.stored_times): fixed, so
+# that health finds such loops through loop_unreadable_idx. "auto: " as every scheduler pause.
+UNREADABLE_REASON = "auto: its next run time (next_at) was not a timestamp; resume it to schedule it from now"
+
+
 class ScheduleKind(models.TextChoices):
     EVERY = "every"
     AFTER = "after"
@@ -78,6 +83,13 @@ class Loop(models.Model):
             # The quota count for "new"/"self" loops (selectors.active_loops_in_quota):
             # WHERE created_by_session_id = X AND session_id IN ('new', 'self') AND state <> 'completed'.
             models.Index(fields=["created_by_session_id", "session_id"], name="loop_creator_idx"),
+            # Health's count of loops set aside for an unreadable next_at (loops.gauges); empty
+            # unless something wrote such a row.
+            models.Index(
+                fields=["loop_id"],
+                condition=Q(state="paused", pause_reason=UNREADABLE_REASON),
+                name="loop_unreadable_idx",
+            ),
         ]
 
     def __str__(self) -> str:
