@@ -4,6 +4,9 @@
 application in a thread pool (a2wsgi), exactly as under runserver or gunicorn: the settings keep
 persistent PostgreSQL connections (CONN_MAX_AGE), which Django's own ASGI handler would leak
 (Django docs, "Persistent connections": disable them under ASGI). Only the MCP transport is async.
+
+Every request body is read in the event loop first, within a deadline and the size limit
+(dshloop.request_bodies), so that a slow or idle client never holds one of the pool's threads.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 from urllib.parse import unquote_to_bytes
 
 from a2wsgi import WSGIMiddleware
+from django.conf import settings
 
 # isort: split
 from dshloop.wsgi import application as django_wsgi  # first: it sets Django up, which the MCP app needs
 
 # isort: split
+from dshloop.request_bodies import BodyFirst
 from tools.mcp.http import MCP_PATH, McpHttpApp, Receive, Scope, Send
 
 
@@ -47,13 +52,18 @@ def a2wsgi_environ(app):
 class Application:
     def __init__(self) -> None:
         self.mcp = McpHttpApp()
-        self.django = WSGIMiddleware(a2wsgi_environ(django_wsgi))
+        bodies = {
+            "timeout": settings.DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS,
+            "limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+        }
+        self.mcp_app = BodyFirst(self.mcp, **bodies)
+        self.django = BodyFirst(WSGIMiddleware(a2wsgi_environ(django_wsgi)), **bodies)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self.lifespan(receive, send)
         elif scope["type"] == "http" and scope["path"] in {MCP_PATH, MCP_PATH + "/"}:
-            await self.mcp(scope, receive, send)
+            await self.mcp_app(scope, receive, send)
         else:
             await self.django(scope, receive, send)
 

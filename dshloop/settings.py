@@ -282,6 +282,9 @@ if DSHLOOP_DSH_CWD and not os.path.isabs(DSHLOOP_DSH_CWD):
         f"DSHLOOP_DSH_CWD must be an absolute path (DSH refuses others), not {DSHLOOP_DSH_CWD!r}."
     )
 DSHLOOP_HOST_TIMEOUT_SECONDS = env_int("DSHLOOP_HOST_TIMEOUT_SECONDS", 10)
+# A request body must arrive whole within this many seconds, or 408 (dshloop.request_bodies):
+# a client that announces a body and sends none must not hold a server thread.
+DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS = env_int("DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS", 15)
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")

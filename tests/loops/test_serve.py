@@ -51,7 +51,7 @@ def alive(pids) -> list[int]:
 class Serve:
     """`manage.py serve` on a free loopback port, in a session of its own; its output goes to a file."""
 
-    def __init__(self, log_dir):
+    def __init__(self, log_dir, **extra_env: str):
         self.port = free_port()
         self.log_path = log_dir / "serve.log"
         env = {
@@ -64,6 +64,7 @@ class Serve:
             "DSHLOOP_RUN_LEASE_SECONDS": "3",
             "DJANGO_SECRET_KEY": "test-serve-supervision-not-a-secret",
             "PYTHONUNBUFFERED": "1",
+            **extra_env,
         }
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
