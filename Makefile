@@ -25,7 +25,7 @@ $(TEST_STAMP): pyproject.toml | $(VENV)/bin/python
 VAR_DIR := $(or $(DSHLOOP_VAR_DIR),var)
 
 $(VAR_DIR)/secret_key: | $(VENV)/bin/python
-	mkdir -p $(VAR_DIR)
+	mkdir -p -m 700 $(VAR_DIR)
 	umask 077 && $(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > $@.tmp && mv $@.tmp $@
 
 run: $(RUN_STAMP) $(VAR_DIR)/secret_key
