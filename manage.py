@@ -5,7 +5,6 @@ import os
 import sys
 from pathlib import Path
 
-
 PRIVATE_FILE = 0o600
 PRIVATE_DIRECTORY = 0o700
 
