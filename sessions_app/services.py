@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from dshloop.bulk import insert_rows
@@ -20,28 +20,50 @@ def new_session_id() -> str:
     return "ses_" + secrets.token_hex(8)
 
 
+def lock_global_interface() -> None:
+    """Serialize the claims of global_interface until the transaction ends. PostgreSQL: a
+    transaction-scoped advisory lock; SQLite: its IMMEDIATE transactions already serialize every
+    writer. A row lock on the current holder would not do: with no holder, or with one that a claim
+    has just cleared, two claims find nothing to wait for and both set the flag."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ["dshloop-global-interface"])
+
+
 @transaction.atomic
 def session_upsert(*, session_id: str, changes: dict, now: datetime | None = None) -> SessionHeader:
-    """Create or update one session header; at most one session is the global interface."""
-    now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
+    """Create or update one session header; at most one session is the global interface.
+
+    Claiming global_interface moves the flag from its holder to this session, as a PUT after
+    another does (contract §5); concurrent claims take turns, so each answer was true when it
+    committed and the last claim holds the flag. Callers creating one new session at once all
+    succeed: one row is inserted, the others' fields update it (INSERT … ON CONFLICT DO UPDATE).
+    """
     unknown = set(changes) - set(_HEADER_FIELDS)
     if unknown:
         raise ValueError(f"unknown session fields {sorted(unknown)}")
-    if changes.get("global_interface"):
-        # Moving the flag: clear it elsewhere first (the partial unique index keeps it single).
+    claims = bool(changes.get("global_interface"))
+    if claims:
+        lock_global_interface()
+    # Taken after the lock, so that of claims made at once the holder has the newest updated_at;
+    # stored as the API shows it (ISO, ms).
+    now = truncate_to_ms(now or timezone.now())
+    if claims:
+        # Clear it elsewhere first (the partial unique index keeps it single). Run after the lock,
+        # this statement sees the flag where the previous claim committed it.
         SessionHeader.objects.filter(global_interface=True).exclude(session_id=session_id).update(
             global_interface=False
         )
-    header = SessionHeader.objects.select_for_update().filter(session_id=session_id).first()
-    if header is None:
-        header = SessionHeader(session_id=session_id, updated_at=now, **changes)
-        header.save(force_insert=True)
-        return header
-    for name, value in changes.items():
-        setattr(header, name, value)
-    header.updated_at = now
-    header.save(update_fields=[*changes, "updated_at"])
-    return header
+    # One statement inserts the session or updates only the fields given: a concurrent insert of
+    # the same ID makes this one an update (PostgreSQL waits for it to commit), never an error.
+    SessionHeader.objects.bulk_create(
+        [SessionHeader(session_id=session_id, updated_at=now, **changes)],
+        update_conflicts=True,
+        unique_fields=["session_id"],
+        update_fields=[*changes, "updated_at"],
+    )
+    return SessionHeader.objects.get(session_id=session_id)
 
 
 # The fields an HTTP host owns in the cache (contract §6); global_interface and created_for stay.
@@ -62,8 +84,11 @@ def session_headers_cache(*, headers: list[SessionHeader]) -> None:
         if known is None or header.updated_at >= known.updated_at:
             newest[header.session_id] = header
     if newest:
+        # In one order, ID order: two refreshes that lock some of the same rows (a host's list is
+        # newest first, and that order changes between calls) then wait for each other rather than
+        # deadlock on PostgreSQL.
         SessionHeader.objects.bulk_create(
-            list(newest.values()),
+            sorted(newest.values(), key=lambda header: header.session_id),
             update_conflicts=True,
             unique_fields=["session_id"],
             update_fields=list(_HOST_HEADER_FIELDS),
