@@ -6,7 +6,8 @@ persistent PostgreSQL connections (CONN_MAX_AGE), which Django's own ASGI handle
 (Django docs, "Persistent connections": disable them under ASGI). Only the MCP transport is async.
 
 Every request body is read in the event loop first, within a deadline and the size limit
-(dshloop.request_bodies), so that a slow or idle client never holds one of the pool's threads.
+(dshloop.request_bodies), and a response its client stops reading is dropped after a while
+(dshloop.slow_readers), so that a slow or idle client never holds one of the pool's threads for long.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dshloop.wsgi import application as django_wsgi  # first: it sets Django up,
 
 # isort: split
 from dshloop.request_bodies import BodyFirst
+from dshloop.slow_readers import SendDeadline
 from tools.mcp.http import MCP_PATH, McpHttpApp, Receive, Scope, Send
 
 
@@ -57,7 +59,8 @@ class Application:
             "limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
         }
         self.mcp_app = BodyFirst(self.mcp, **bodies)
-        self.django = BodyFirst(WSGIMiddleware(a2wsgi_environ(django_wsgi)), **bodies)
+        bridge = WSGIMiddleware(a2wsgi_environ(django_wsgi))
+        self.django = SendDeadline(BodyFirst(bridge, **bodies), stall=settings.DSHLOOP_RESPONSE_STALL_SECONDS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

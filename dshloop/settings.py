@@ -285,6 +285,9 @@ DSHLOOP_HOST_TIMEOUT_SECONDS = env_int("DSHLOOP_HOST_TIMEOUT_SECONDS", 10)
 # A request body must arrive whole within this many seconds, or 408 (dshloop.request_bodies):
 # a client that announces a body and sends none must not hold a server thread.
 DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS = env_int("DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS", 15)
+# A client that reads nothing of a response for this many seconds is dropped (dshloop.slow_readers):
+# it must not hold the server thread that produces the response.
+DSHLOOP_RESPONSE_STALL_SECONDS = env_int("DSHLOOP_RESPONSE_STALL_SECONDS", 30)
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
