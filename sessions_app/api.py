@@ -64,28 +64,31 @@ def host_preset_put(request, name: str, payload: HostPresetIn):
 
 
 def inbox_messages(session_id: str, *, after: str | None = None, limit: int | None = None) -> QuerySet[InboxMessage]:
-    """A session's messages oldest first (created_at, then message_id), those after `after` only.
+    """A session's messages in the order they committed (`seq`), those after `after` only.
 
-    inbox_session_idx (session_id, created_at) serves both the anchor's lookup and the page: the
-    redundant created_at >= anchor bound makes the page an index range starting at the anchor
-    rather than at the session's first message."""
-    messages = InboxMessage.objects.filter(session_id=session_id).order_by("created_at", "message_id")
+    Not by created_at: it is taken before the delivering transaction commits, so a message can
+    commit after one with a later created_at, behind a cursor that has moved past it already.
+    A message's seq is given under a lock its session's next writer waits for
+    (models.InboxSequence), so none can commit behind a seq a reader has seen. The unique index
+    inbox_session_seq (session_id, seq) serves both the anchor's lookup and the page."""
+    messages = InboxMessage.objects.filter(session_id=session_id).order_by("seq")
     if after is not None:
-        anchor = messages.filter(message_id=after).values_list("created_at", flat=True).first()
+        anchor = messages.filter(message_id=after).values_list("seq", flat=True).first()
         if anchor is None:
             raise InvalidInput(
                 f"'after' is not a message of session {session_id!r}: it may have expired (messages are kept "
                 f"{settings.DSHLOOP_INBOX_RETENTION_DAYS} days), so list the inbox from the start, without 'after'.",
                 field="after",
             )
-        messages = messages.filter(created_at__gte=anchor).exclude(created_at=anchor, message_id__lte=after)
+        messages = messages.filter(seq__gt=anchor)
     return messages[:limit] if limit is not None else messages
 
 
 @host_router.get("/sessions/{session_id}/inbox", response=answers(InboxOut, 404))
 def host_inbox(request, session_id: str, query: Query[InboxQuery]):
-    """The session's inbox, oldest first. To page it, pass `limit` and then, as `after`, the last
-    message_id you received: the next call returns only the messages after it. Messages expire after
+    """The session's inbox, oldest first (in the order the messages were committed). To page it,
+    pass `limit` and then, as `after`, the last message_id you received: the next call returns only
+    the messages after it, never skipping one that commits later. Messages expire after
     DSHLOOP_INBOX_RETENTION_DAYS; an `after` that is gone (or belongs to another session) is 422
     `invalid_input` with field `after`: list again from the start, without it."""
     if get_host().get_session(session_id) is None:

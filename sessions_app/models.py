@@ -79,15 +79,44 @@ class InboxMessage(models.Model):
     source = models.JSONField()
     # contract §5: the inbox is idempotent on occurrence_key (one message per occurrence).
     occurrence_key = models.CharField(max_length=120, unique=True)
+    # When it was delivered, as the API shows it; taken before its transaction commits, so two
+    # writers can commit in the other order: the inbox is paged by `seq`, never by this.
     created_at = models.DateTimeField()
+    # Its place in its session's inbox, in commit order (see InboxSequence).
+    seq = models.BigIntegerField()
 
     class Meta:
         ordering = ["created_at", "message_id"]
+        constraints = [
+            # The inbox's pages (sessions_app.api.inbox_messages): WHERE session_id = ? AND seq > ?
+            # ORDER BY seq. Unique: a seq handed out twice would be a bug, refused rather than stored.
+            models.UniqueConstraint(fields=["session_id", "seq"], name="inbox_session_seq"),
+        ]
         indexes = [
-            models.Index(fields=["session_id", "created_at"], name="inbox_session_idx"),
             # Retention (contract §10): messages older than DSHLOOP_INBOX_RETENTION_DAYS, oldest first.
             models.Index(fields=["created_at"], name="inbox_created_idx"),
         ]
 
     def __str__(self) -> str:
         return self.occurrence_key
+
+
+class InboxSequence(models.Model):
+    """The last `seq` given to a message of one session's inbox.
+
+    A host pages its inbox with `after` = the last message it received, so a message must never
+    become visible behind one it could already have received. Each delivering transaction
+    increments the counters of its batch's sessions (services.inbox_deliver_many): the row stays
+    locked until that transaction commits, so a writer that reaches a session after another waits
+    for the other's commit and gets higher numbers. Whatever is visible below a message's seq has
+    committed before it: paged by seq, a cursor never moves past a message still to come.
+
+    A table of its own rather than a column of SessionHeader: the delivery's lock on these rows
+    must not meet the header locks that upserts and resumes take in other orders.
+    """
+
+    session_id = models.CharField(max_length=255, primary_key=True)
+    last_seq = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.session_id}: {self.last_seq}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
@@ -11,7 +12,7 @@ from django.utils import timezone
 from dshloop.bulk import insert_rows
 from dshloop.timeutil import truncate_to_ms
 
-from .models import InboxMessage, Preset, SessionHeader, SessionStatus
+from .models import InboxMessage, InboxSequence, Preset, SessionHeader, SessionStatus
 
 _HEADER_FIELDS = ("user_title", "generated_title", "first_prompt", "status", "preset", "model", "global_interface")
 
@@ -132,18 +133,42 @@ def session_create_for(
         return SessionHeader.objects.get(created_for=occurrence_key)
 
 
-_INBOX_COLUMNS = ("message_id", "session_id", "text", "wakeup", "delivery", "source", "occurrence_key", "created_at")
+_INBOX_COLUMNS = (
+    "message_id",
+    "session_id",
+    "text",
+    "wakeup",
+    "delivery",
+    "source",
+    "occurrence_key",
+    "created_at",
+    "seq",
+)
 
 
 def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: datetime | None = None) -> list[str]:
     """Insert many messages (session_id, text, source, occurrence_key, delivery) at once; an
-    occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order."""
+    occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order.
+
+    Each session's messages are numbered in its inbox after those committed before them
+    (InboxSequence); the numbers are held until the caller's transaction commits."""
     now = truncate_to_ms(now or timezone.now())
-    rows = [
-        ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now)
-        for session_id, text, source, key, delivery in messages
-    ]
-    inserted = insert_rows(InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts=True)
+    if not messages:
+        return []
+    # Without a transaction of the caller's, the numbers and the messages commit together; within
+    # one (the delivery's), no savepoint: it would cost two statements on the hot path.
+    with transaction.atomic(savepoint=False):
+        sizes = Counter(session_id for session_id, *_ in messages)
+        last = _inbox_seq_reserve(sizes)
+        seq = {session_id: last[session_id] - size for session_id, size in sizes.items()}
+        rows = []
+        for session_id, text, source, key, delivery in messages:
+            seq[session_id] += 1
+            rows.append(
+                ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now, seq[session_id])
+            )
+        # A skipped (re-driven) occurrence leaves its number unused: a gap, which paging does not mind.
+        inserted = insert_rows(InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts=True)
     message_ids = {row[6]: row[0] for row in rows if row[0] in inserted}
     # Those that were already there keep their first message (a re-driven occurrence: rare).
     if missing := [row[6] for row in rows if row[0] not in inserted]:
@@ -151,3 +176,34 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
             InboxMessage.objects.filter(occurrence_key__in=missing).values_list("occurrence_key", "message_id")
         )
     return [message_ids[key] for _, _, _, key, _ in messages]
+
+
+def _inbox_seq_reserve(sizes: Counter[str]) -> dict[str, int]:
+    """Add each session's number of new messages to its InboxSequence (created at 0 when missing)
+    and return the new last seq per session, in one upsert per chunk of sessions.
+
+    The upsert locks each session's counter until the transaction ends: a concurrent delivery to
+    the same session waits here for this one's commit, so numbers follow commit order (see
+    InboxSequence). No deadlock: this is their only writer and it takes them in session order;
+    after it a delivery only writes rows it holds already (its runs and loops) and the metric
+    counters of its results, which no transaction waiting here holds. SQLite serializes writers.
+    """
+    table = connection.ops.quote_name(InboxSequence._meta.db_table)
+    ordered = sorted(sizes.items())
+    # One statement for any batch on PostgreSQL; SQLite's oldest limit is 999 bound parameters.
+    chunk = _INBOX_SEQ_CHUNK_SQLITE if connection.vendor == "sqlite" else len(ordered)
+    last: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        for start in range(0, len(ordered), chunk):
+            part = ordered[start : start + chunk]
+            cursor.execute(
+                f"INSERT INTO {table} (session_id, last_seq) VALUES {', '.join(['(%s, %s)'] * len(part))} "
+                f"ON CONFLICT (session_id) DO UPDATE SET last_seq = {table}.last_seq + excluded.last_seq "
+                "RETURNING session_id, last_seq",
+                [param for row in part for param in row],
+            )
+            last.update(cursor.fetchall())
+    return last
+
+
+_INBOX_SEQ_CHUNK_SQLITE = 400

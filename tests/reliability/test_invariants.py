@@ -54,6 +54,7 @@ def add_run(
             occurrence_key=run.occurrence_key,
             source={"kind": "loop", "loop_id": loop.loop_id, "run_id": run.run_id},
             created_at=run.claimed_at,
+            seq=k,
         )
     return run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ from django.utils import timezone
 from dshloop.timeutil import truncate_to_ms
 from loops.retention import prune
 from sessions_app.api import inbox_messages
+from sessions_app.models import InboxMessage
 from sessions_app.services import inbox_deliver_many, session_upsert
 from tests.conftest import ApiClient, error_of
 
@@ -21,7 +23,7 @@ INBOX = "/api/host/sessions/ses_a/inbox"
 
 
 def deliver(session_id: str, count: int, *, at) -> list[str]:
-    """`count` messages delivered together (one created_at, so the order falls to message_id)."""
+    """`count` messages delivered together (one created_at), in the inbox in the order given."""
     rows = []
     for _ in range(count):
         key = f"loop_1@{secrets.token_hex(6)}"
@@ -32,13 +34,13 @@ def deliver(session_id: str, count: int, *, at) -> list[str]:
 
 @pytest.fixture
 def inbox() -> list[str]:
-    """ses_a's message IDs in inbox order: three instants, several messages sharing each."""
+    """ses_a's message IDs in inbox order: three deliveries, several messages sharing each instant."""
     session_upsert(session_id="ses_a", changes={})
     session_upsert(session_id="ses_b", changes={})
     t0 = truncate_to_ms(timezone.now()) - timedelta(minutes=10)
     ids = []
     for minute, count in ((0, 3), (1, 1), (2, 4)):
-        ids += sorted(deliver("ses_a", count, at=t0 + timedelta(minutes=minute)))
+        ids += deliver("ses_a", count, at=t0 + timedelta(minutes=minute))
         deliver("ses_b", 1, at=t0 + timedelta(minutes=minute))
     return ids
 
@@ -99,12 +101,34 @@ def test_another_sessions_message_as_after_is_422(host_api, inbox):
 def test_an_expired_after_is_422(host_api, inbox, settings):
     settings.DSHLOOP_INBOX_RETENTION_DAYS = 1
     [old] = deliver("ses_a", 1, at=timezone.now() - timedelta(days=2))
-    assert listed(host_api, after=old) == inbox
+    assert listed(host_api, after=inbox[-1]) == [old]
     prune(now=timezone.now())
 
     error = error_of(host_api.get(INBOX, after=old))
     assert (error["code"], error["field"]) == ("invalid_input", "after")
     assert listed(host_api) == inbox
+
+
+def test_the_inbox_is_in_delivery_order_not_created_at_order(host_api, inbox):
+    """A message that committed after the others comes after them even with an earlier created_at
+    (it was taken before its transaction committed): a host paging with `after` still gets it."""
+    last = listed(host_api)[-1]
+    [late] = deliver("ses_a", 1, at=timezone.now() - timedelta(hours=1))
+    assert listed(host_api, after=last) == [late]
+    assert listed(host_api) == [*inbox, late]
+
+
+def test_numbers_follow_each_session_and_a_redelivery_adds_nothing(inbox):
+    """Each session's messages are numbered from 1 in delivery order; an occurrence delivered twice
+    keeps its first message (its second number is left unused)."""
+    assert list(inbox_messages("ses_a").values_list("seq", flat=True)) == list(range(1, len(inbox) + 1))
+    assert list(inbox_messages("ses_b").values_list("seq", flat=True)) == [1, 2, 3]
+    first = InboxMessage.objects.get(message_id=inbox[0])
+    again = (first.session_id, first.text, first.source, first.occurrence_key, first.delivery)
+    assert inbox_deliver_many([again]) == [first.message_id]
+    [new] = deliver("ses_a", 1, at=timezone.now())
+    assert InboxMessage.objects.get(message_id=new).seq == len(inbox) + 2
+    assert inbox_messages("ses_a", after=inbox[-1]).get().message_id == new
 
 
 @pytest.mark.parametrize(
@@ -144,15 +168,16 @@ def test_the_route_documents_paging(host_api):
 
 
 def test_a_page_is_an_index_range_from_the_anchor(inbox):
-    """inbox_session_idx (session_id, created_at) bounds the page at the anchor's created_at, so a
-    page deep in a long inbox does not read the messages before it."""
+    """inbox_session_seq (session_id, seq) bounds the page at the anchor's seq, so a page deep in a
+    long inbox does not read the messages before it."""
     page = inbox_messages("ses_a", after=inbox[3], limit=2)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_seqscan = off")  # the test table is tiny
             plan = page.explain()
-        assert "inbox_session_idx" in plan
-        assert "created_at >=" in plan.split("inbox_session_idx", 1)[1].split("Filter", 1)[0], plan
+        assert "inbox_session_seq" in plan
+        assert "seq >" in plan.split("inbox_session_seq", 1)[1].split("Filter", 1)[0], plan
     else:
         plan = page.explain()
-        assert "USING INDEX inbox_session_idx (session_id=? AND created_at>?)" in plan, plan
+        # SQLite keeps the unique constraint in the table's definition: its index is an autoindex.
+        assert re.search(r"USING INDEX \S+ \(session_id=\? AND seq>\?\)", plan), plan
