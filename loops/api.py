@@ -73,8 +73,13 @@ def loop_detail(request, loop_id: str):
 @manage_router.patch("/{loop_id}", response=answers(LoopDetail, 404, 409), exclude_none=True)
 def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     """Edit any of name, prompt, schedule, session_id and preset (validated as loop_create); the
-    revision goes up by one. A new schedule or target recomputes next_at from now."""
-    now = truncate_to_ms(timezone.now())
+    revision goes up by one. A new schedule or target recomputes next_at from now.
+
+    A completed loop (a one-shot that fired) cannot be edited: 422 invalid_input on loop_id, as
+    pause answers; create a new loop to run it again. A failed loop given a new schedule or
+    session_id is scheduled again from now; a new prompt or name alone leaves it failed, and
+    POST …/retry fires it with them."""
+    now = truncate_to_ms(timezone.now())  # validates a cron schedule; the edit reads its own clock
     given = payload.model_fields_set
     changes = {field: getattr(payload, field) for field in ("name", "prompt", "preset") if field in given}
     if "prompt" in changes and changes["prompt"] is None:
@@ -83,7 +88,7 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
         changes["schedule"] = payload.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=now)
     if payload.session_id is not None:
         changes["target"] = payload.session_id
-    loop = operations.loop_edit(loop_id=loop_id, changes=changes, actor=token_actor(request), now=now)
+    loop = operations.loop_edit(loop_id=loop_id, changes=changes, actor=token_actor(request))
     return detail(loop)
 
 

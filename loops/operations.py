@@ -5,6 +5,11 @@ operator REST API (scope `manage`), which all call these functions. Each is one 
 locks the loop's row first (PostgreSQL; SQLite's IMMEDIATE transactions serialize writers), so
 it is ordered with the clock's claim of the same loop: an operation never races a claim into a
 double delivery or a lost update. Each records an event (loops.events) with its actor.
+
+Each reads the clock once it holds the lock, and that moment is the event's `at` and every time
+the change writes (paused_at, a run's claimed_at, the grid of a new schedule): read before the
+lock, an operation that waited for another would be timed before the change it waited for, so
+the trail's order by time would not be its order by revision. `now` overrides the clock (tests).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for
 
 
 def _now(now: datetime | None) -> datetime:
+    """The moment a change takes effect: call it with the loop's row locked (module docstring)."""
     return truncate_to_ms(now or timezone.now())
 
 
@@ -57,9 +63,9 @@ def _next_after(loop: Loop, now: datetime) -> datetime | None:
 
 def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
     """Never claimed again until resumed; a run already in flight finishes. Idempotent."""
-    now = _now(now)
     with transaction.atomic(durable=True):
         loop = _locked(loop_id)
+        now = _now(now)
         if loop.state == LoopState.PAUSED:
             return loop
         if loop.state == LoopState.COMPLETED:
@@ -75,9 +81,9 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
     """Scheduled again from now: nothing that fell due while paused is delivered or counted as
     missed (the first occurrence strictly after now), except a one-shot whose time passed, which
     fires once. Idempotent."""
-    now = _now(now)
     with transaction.atomic(durable=True):
         loop = _locked(loop_id)
+        now = _now(now)
         if loop.state != LoopState.PAUSED:
             return loop
         # One run in flight per loop: with a run still open, the clock waits for it to finish.
@@ -94,11 +100,12 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
 def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> LoopRun:
     """One manual occurrence through the same delivery path, now; next_at is not moved. Refused
     while the loop has a run open (one run in flight per loop). Works on paused loops."""
-    now = _now(now)
     with transaction.atomic(durable=True):
         loop = _locked(loop_id)
         if loop.state == LoopState.RUNNING or _has_open_run(loop_id):
             raise RunInFlight(f"{loop_id} has a run in flight; run it again once that one has finished.")
+        # After the check that the previous run has finished: this one is claimed after that.
+        now = _now(now)
         run_id = new_run_id()
         run = LoopRun(
             run_id=run_id,
@@ -125,9 +132,9 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> 
 
 def loop_retry(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
     """A failed loop (spec §4 "retryable") fires once, now."""
-    now = _now(now)
     with transaction.atomic(durable=True):
         loop = _locked(loop_id)
+        now = _now(now)
         if loop.state != LoopState.FAILED:
             raise NotFailed(f"{loop_id} is {loop.state}, not failed: only a failed loop can be retried.")
         loop.state, loop.next_at = LoopState.SCHEDULED, now
@@ -144,12 +151,24 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     """Edit any of name, prompt, schedule (a schedules.Schedule), target and preset, validated as
     loop_create validates them. A new schedule or target recomputes next_at from now (the grid
     starts again there); a new prompt or name does not. Each edit that changes something
-    increments the revision; a run already in flight finishes with its old one."""
+    increments the revision; a run already in flight finishes with its old one.
+
+    A completed loop is refused (as pause refuses it). A failed loop given a new schedule or
+    target is scheduled again from now; a new prompt or name alone leaves it failed, for a retry
+    to fire."""
     unknown = set(changes) - set(EDITABLE)
     assert not unknown, unknown
-    now = _now(now)
     with transaction.atomic(durable=True):
-        loop = _locked(loop_id)
+        loop = _locked(loop_id)  # `before` is read from it: the revision this edit follows
+        now = _now(now)
+        if loop.state == LoopState.COMPLETED:
+            # As pause: a completed one-shot stays history. Rewriting it would record a change
+            # that never runs; re-arming it would fire a one-shot twice.
+            raise InvalidInput(
+                f"{loop_id} is completed: it has no occurrence left to edit. Create a new loop "
+                "(loop_create) to run it again.",
+                field="loop_id",
+            )
         before = _editable(loop)
         target = changes.get("target", loop.session_id)
         preset = changes["preset"] if "preset" in changes else (loop.preset or None)
@@ -178,6 +197,10 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
             return loop
         if {"schedule", "session_id"} & edited.keys():
             loop.schedule_from = now
+            if loop.state == LoopState.FAILED:
+                # A failed loop is retryable (spec §4); a new schedule or target is the fix an
+                # operator makes, so it is scheduled again on it, as any loop that is not paused.
+                loop.state = LoopState.RUNNING if _has_open_run(loop_id) else LoopState.SCHEDULED
             if loop.state in (LoopState.SCHEDULED, LoopState.RUNNING):
                 loop.next_at = schedules.first_occurrence(loop.schedule, created_at=now, host_tz=settings.TIME_ZONE)
         loop.revision += 1

@@ -154,12 +154,18 @@ def loop_create(
 
 
 def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> str:
-    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay."""
+    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay.
+
+    Of deletes racing for one loop exactly one deletes it and records the event; the others answer
+    unknown_loop. The row is locked first: on PostgreSQL a delete that waited for another finds the
+    row gone once that one commits (without the lock both read it, and the second DELETE matched
+    nothing yet still answered and recorded a deletion); SQLite's IMMEDIATE transactions serialize.
+    The event's time is read after the lock (loops.operations); `now` overrides it (tests)."""
     with transaction.atomic():
-        loop = Loop.objects.filter(loop_id=loop_id).first()
+        loop = Loop.objects.select_for_update().filter(loop_id=loop_id).first()
         if loop is None:
             loop_get(loop_id)  # raises unknown_loop
         Loop.objects.filter(loop_id=loop_id).delete()
-        record_event(loop, EventKind.DELETED, actor, at=now or timezone.now())
+        record_event(loop, EventKind.DELETED, actor, at=truncate_to_ms(now or timezone.now()))
     transaction.on_commit(notify_clocks)
     return loop_id

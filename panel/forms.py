@@ -298,8 +298,9 @@ class LoopEditForm(LoopCreateForm):
 
     def save(self, *, now=None) -> Loop | None:
         """Edit the loop through operations.loop_edit with what changed (the loop as it is when
-        nothing did), or put the contract's message on the right field."""
-        now = truncate_to_ms(now or timezone.now())
+        nothing did), or put the contract's message on the right field. The edit reads the clock
+        once it holds the loop's lock (loops.operations); `now` overrides it (tests)."""
+        checked_at = truncate_to_ms(now or timezone.now())  # validates a cron schedule
         shown = self.cleaned_data.get("revision")
         if shown is not None and shown != self.loop.revision:
             # Lets the person's next submit through, now knowingly over the newer revision.
@@ -318,7 +319,7 @@ class LoopEditForm(LoopCreateForm):
             data = LoopPatchIn.model_validate(patch)
             changes = {field: getattr(data, field) for field in ("name", "prompt", "preset") if field in patch}
             if "schedule" in patch:
-                changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=now)
+                changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=checked_at)
             if "session_id" in patch:
                 changes["target"] = data.session_id
             return operations.loop_edit(loop_id=self.loop.loop_id, changes=changes, actor=self.actor, now=now)

@@ -301,7 +301,7 @@ def _operate(request, loop_id: str, action) -> HttpResponseRedirect:
     if undecodable:  # e.g. the `next` field: not a URL to follow with U+FFFD in it
         return _not_utf8(request, undecodable, where="form")
     back = _safe_next(request, reverse("panel:detail", args=[loop_id]))
-    now = truncate_to_ms(timezone.now())
+    now = truncate_to_ms(timezone.now())  # for the message: an operation reads the clock under its lock
     try:
         level, text = action(loop_get(loop_id), Actor.user(request.user), now)
     except UnknownLoop:
@@ -322,19 +322,19 @@ def _next_run_words(loop, now) -> str:
 def _pause(loop, actor, now):
     if loop.state == LoopState.PAUSED:
         return messages.INFO, f"{loop_title(loop)} was already paused."
-    operations.loop_pause(loop_id=loop.loop_id, actor=actor, now=now)
+    operations.loop_pause(loop_id=loop.loop_id, actor=actor)
     return messages.SUCCESS, f"Paused {loop_title(loop)}: it will not run until it is resumed."
 
 
 def _resume(loop, actor, now):
     if loop.state != LoopState.PAUSED:
         return messages.INFO, f"{loop_title(loop)} was not paused."
-    loop = operations.loop_resume(loop_id=loop.loop_id, actor=actor, now=now)
+    loop = operations.loop_resume(loop_id=loop.loop_id, actor=actor)
     return messages.SUCCESS, f"Resumed {loop_title(loop)} — {_next_run_words(loop, now)}."
 
 
 def _run_now(loop, actor, now):
-    run = operations.loop_run_now(loop_id=loop.loop_id, actor=actor, now=now)
+    run = operations.loop_run_now(loop_id=loop.loop_id, actor=actor)
     return (
         messages.SUCCESS,
         f"Queued a manual run of {loop_title(loop)} ({run.run_id}, revision {run.revision}); "
@@ -343,7 +343,7 @@ def _run_now(loop, actor, now):
 
 
 def _retry(loop, actor, now):
-    loop = operations.loop_retry(loop_id=loop.loop_id, actor=actor, now=now)
+    loop = operations.loop_retry(loop_id=loop.loop_id, actor=actor)
     return messages.SUCCESS, f"Retrying {loop_title(loop)}: it fires once, now."
 
 
@@ -422,7 +422,7 @@ def edit(request, loop_id: str):
         form = LoopEditForm(
             request.POST, undecodable=utf8.undecodable_form(request), actor=Actor.user(request.user), **options
         )
-        saved = form.save(now=now) if form.is_valid() else None
+        saved = form.save() if form.is_valid() else None
         if saved is not None:
             if saved.revision == loop.revision:
                 messages.info(request, f"Nothing changed: {loop_title(saved)} stays at revision {saved.revision}.")
