@@ -55,6 +55,10 @@ class NotFailed(ApiError):
     status, code = 409, "not_failed"
 
 
+class LoopCompleted(ApiError):
+    status, code = 409, "loop_completed"
+
+
 class OutcomeRecorded(ApiError):
     status, code = 409, "outcome_recorded"
 

@@ -75,8 +75,9 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     """Edit any of name, prompt, schedule, session_id and preset (validated as loop_create); the
     revision goes up by one. A new schedule or target recomputes next_at from now.
 
-    A completed loop (a one-shot that fired) cannot be edited: 422 invalid_input on loop_id, as
-    pause answers; create a new loop to run it again. A failed loop given a new schedule or
+    A completed loop (a one-shot that fired) cannot be edited: 409 loop_completed (it has no
+    occurrence left, and re-arming it would fire a one-shot twice); create a new loop to run it
+    again. A failed loop given a new schedule or
     session_id is scheduled again from now; a new prompt or name alone leaves it failed, and
     POST …/retry fires it with them."""
     now = truncate_to_ms(timezone.now())  # validates a cron schedule; the edit reads its own clock

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dshloop.errors import InvalidInput, NotFailed, RunInFlight, UnknownLoop
+from dshloop.errors import InvalidInput, LoopCompleted, NotFailed, RunInFlight, UnknownLoop
 from dshloop.timeutil import truncate_to_ms
 from sessions_app.models import ReservedTarget
 
@@ -153,7 +153,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     starts again there); a new prompt or name does not. Each edit that changes something
     increments the revision; a run already in flight finishes with its old one.
 
-    A completed loop is refused (as pause refuses it). A failed loop given a new schedule or
+    A completed loop is refused: 409 loop_completed (pause refuses it too). A failed loop given a new schedule or
     target is scheduled again from now; a new prompt or name alone leaves it failed, for a retry
     to fire."""
     unknown = set(changes) - set(EDITABLE)
@@ -164,7 +164,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         if loop.state == LoopState.COMPLETED:
             # As pause: a completed one-shot stays history. Rewriting it would record a change
             # that never runs; re-arming it would fire a one-shot twice.
-            raise InvalidInput(
+            raise LoopCompleted(
                 f"{loop_id} is completed: it has no occurrence left to edit. Create a new loop "
                 "(loop_create) to run it again.",
                 field="loop_id",

@@ -1,6 +1,6 @@
 """Editing a one-shot that has ended (contract §9 PATCH; the panel's edit form calls the same
-operation). A completed loop is refused as pause refuses it: it has no occurrence left, and an
-edit would record a change that never runs. A failed loop is retryable (spec §4): a new schedule
+operation). A completed loop is refused (409 loop_completed; pause refuses it too, with 422): it
+has no occurrence left, and an edit would record a change that never runs. A failed loop is retryable (spec §4): a new schedule
 or target schedules it again from now; a new prompt or name alone leaves it failed, for a retry."""
 
 from __future__ import annotations
@@ -51,16 +51,15 @@ def failed(make, settings):
 
 
 @pytest.mark.parametrize("body", [{"schedule": after(60)}, {"prompt": "Check it again"}, {"name": "Deploy"}])
-def test_an_edit_of_a_completed_one_shot_is_refused_as_pause_is(completed, ops, body):
+def test_an_edit_of_a_completed_one_shot_is_refused_with_409_and_changes_nothing(completed, ops, body):
     before = ops("GET", completed).json()
 
     refused = ops("PATCH", completed, body=body, at=T0 + s(100))
     paused = ops("POST", completed, "pause", at=T0 + s(100))
 
-    assert refused.status_code == paused.status_code == 422
+    assert (refused.status_code, paused.status_code) == (409, 422)
     error = error_of(refused)
-    assert (error["code"], error["field"]) == (error_of(paused)["code"], error_of(paused)["field"])
-    assert (error["code"], error["field"]) == ("invalid_input", "loop_id")
+    assert (error["code"], error["field"]) == ("loop_completed", "loop_id")
     assert error["message"] == (
         f"{completed} is completed: it has no occurrence left to edit. Create a new loop (loop_create) to run it again."
     )
@@ -77,7 +76,7 @@ def test_the_panel_refuses_to_edit_a_completed_one_shot_with_the_same_message(co
 
     response = client.post(f"/panel/loops/{completed}/edit", data)
 
-    assert response.status_code == 422
+    assert response.status_code == 422  # the panel's answer to any refused form
     assert f"{completed} is completed: it has no occurrence left to edit." in response.content.decode()
     assert Loop.objects.get(loop_id=completed).revision == 1
 
