@@ -7,7 +7,7 @@ from functools import wraps
 from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import BadRequest, PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest
 from django.urls import register_converter
 from django.urls.converters import PathConverter
@@ -22,9 +22,10 @@ from sessions_app.hosts.base import HostError
 from tools.api import router as tools_router
 
 from .auth import docs_access
-from .errors import ApiError, InvalidInput, NotFound, Unauthorized, host_unavailable
+from .errors import ApiError, Forbidden, InvalidInput, NotFound, Unauthorized, host_unavailable
 from .http import RAW_PATH_INFO
 from .jsonparse import json_loads
+from .middleware import error_for_exception, with_retry_after
 from .validation import check_identifier, invalid_input_from
 
 logger = logging.getLogger("dshloop.api")
@@ -37,7 +38,30 @@ class JsonParser(Parser):
         return json_loads(request.body)
 
 
-api = NinjaAPI(
+# ErrorOut is in the components already: every operation documents its 4xx with it (schemas.answers).
+UNAVAILABLE_RESPONSE = {
+    "description": (
+        "`unavailable`: the database cannot be reached right now; nothing is wrong with the request. "
+        "Retry after the seconds in the `Retry-After` header."
+    ),
+    "headers": {"Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}},
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+}
+
+
+class DshloopApi(NinjaAPI):
+    def get_openapi_schema(self, **kwargs):
+        """The operations' own responses, plus the 503 that any of them answers when the database
+        cannot be reached (on_unexpected); /api/health documents its own 503 (its verdict)."""
+        schema = super().get_openapi_schema(**kwargs)
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                if isinstance(operation, dict) and "responses" in operation:
+                    operation["responses"].setdefault(503, UNAVAILABLE_RESPONSE)
+        return schema
+
+
+api = DshloopApi(
     title="dshloop",
     version="1",
     description=(
@@ -46,7 +70,10 @@ api = NinjaAPI(
         "(dshloop_occurrences_total{result}, dshloop_missed_occurrences_total, "
         "dshloop_delivery_lateness_seconds, dshloop_due_backlog, dshloop_open_runs, "
         "dshloop_oldest_open_run_age_seconds, dshloop_loops{state}, dshloop_scheduler_instances, "
-        "dshloop_scheduler_last_tick_timestamp_seconds); see the README's Monitoring section."
+        "dshloop_scheduler_last_tick_timestamp_seconds, dshloop_http_unexpected_errors_total); see the README's "
+        'Monitoring section. Every error has the body `{"error": {"code", "message", "field"?}}`; '
+        "besides each operation's own, any of them may answer 503 `unavailable` (the database cannot be reached: "
+        "retry after the `Retry-After` header's seconds) or, for a bug, 500 `internal_error`."
     ),
     urls_namespace="api",
     docs_url="/docs",
@@ -56,7 +83,7 @@ api = NinjaAPI(
 
 
 def _respond(request: HttpRequest, error: ApiError):
-    return api.create_response(request, error.body(), status=error.status)
+    return with_retry_after(api.create_response(request, error.body(), status=error.status), error)
 
 
 @api.exception_handler(ApiError)
@@ -89,6 +116,26 @@ def on_http_error(request, exc: HttpError):
 @api.exception_handler(Http404)
 def on_not_found(request, exc):
     return _respond(request, NotFound("Nothing is at this path."))
+
+
+@api.exception_handler(PermissionDenied)
+def on_permission_denied(request, exc):
+    return _respond(request, Forbidden("You may not do this."))
+
+
+@api.exception_handler(BadRequest)
+@api.exception_handler(SuspiciousOperation)
+def on_bad_request(request, exc):
+    # What Django itself would answer 400; RequestDataTooBig, a SuspiciousOperation, has its own below.
+    return _respond(request, InvalidInput("The request was refused as malformed.", status=400))
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request, exc: Exception):
+    """Everything else: 503 `unavailable` when the database cannot be reached, otherwise a bug, logged
+    with its traceback, counted, and answered 500 `internal_error` (dshloop.middleware) — also under
+    DEBUG, where ninja would answer the traceback as text."""
+    return _respond(request, error_for_exception(request, exc))
 
 
 @api.exception_handler(RequestDataTooBig)

@@ -2,6 +2,26 @@
 
 from __future__ import annotations
 
+import sys
+
+from django.db import InterfaceError, OperationalError
+
+# Errors a database raises when it cannot be reached: Django's wrapped ones (every ORM and cursor
+# call goes through wrap_database_errors), and psycopg's own for code that talks to the driver
+# directly (a LISTEN connection). database_unavailable() then looks at the driver's error, because
+# these classes also carry bugs (SQLite's "no such table" is an OperationalError).
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+# PostgreSQL SQLSTATE classes that say "not reachable now": 08 connection exceptions, 57P0x a server
+# shutting down or starting up, 53 insufficient resources (too many connections, disk full). A
+# client-side failure (connection refused, connection closed) has no SQLSTATE at all. Deadlocks and
+# serialization failures (40) are not here: a request meeting one is a bug to fix, not an outage.
+_PG_UNAVAILABLE_STATES = ("08", "57P", "53")
+# SQLite's words for a file another process holds locked past the busy timeout, or cannot open.
+_SQLITE_UNAVAILABLE = ("database is locked", "database table is locked", "unable to open database", "disk I/O error")
+# Seconds a client is asked to wait (Retry-After) while the database is away: a restart takes a
+# few seconds, and the first request after it reconnects.
+RETRY_AFTER_SECONDS = 5
+
 
 class ApiError(Exception):
     status = 422
@@ -67,6 +87,24 @@ class QuotaExceeded(ApiError):
     status, code = 409, "quota_exceeded"
 
 
+class Unavailable(ApiError):
+    """The database cannot be reached: nothing is wrong with the request, so the client retries."""
+
+    status, code = 503, "unavailable"
+
+    def __init__(self, message: str = "The database cannot be reached right now; try again in a few seconds."):
+        super().__init__(message)
+
+
+class UnexpectedError(ApiError):
+    """A bug: the details go to the server's log (never to the client, who cannot act on them)."""
+
+    status, code = 500, "internal_error"
+
+    def __init__(self, message: str = "An unexpected error occurred on the server; its log has the details."):
+        super().__init__(message)
+
+
 class NoCurrentSession(ApiError):
     code = "no_current_session"
 
@@ -82,3 +120,29 @@ class UnknownPreset(ApiError):
 def host_unavailable(exc: Exception) -> TargetUnavailable:
     """The DSH host could not answer a lookup a tool needs: the target cannot be used right now."""
     return TargetUnavailable(f"{exc} Try again shortly.")
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` means the database cannot be reached right now (answer 503, retry later)
+    rather than a bug (500)."""
+    # A driver only if something imported it: none of its errors exists before, and on SQLite no
+    # process should load PostgreSQL's driver (~20 MiB) just to be able to name its errors.
+    psycopg, sqlite3 = sys.modules.get("psycopg"), sys.modules.get("sqlite3")
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        driver_error = exc
+    elif isinstance(exc, DATABASE_ERRORS):
+        driver_error = exc.__cause__  # Django raises its own class `from` the driver's error
+    else:
+        return False
+    if psycopg is not None and isinstance(driver_error, psycopg.Error):
+        state = driver_error.sqlstate
+        return state is None or state.startswith(_PG_UNAVAILABLE_STATES)
+    if sqlite3 is not None and isinstance(driver_error, sqlite3.Error):
+        return str(driver_error).startswith(_SQLITE_UNAVAILABLE)
+    return True  # Django's own, with no driver error behind it: "connection already closed"
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's text for a log line: psycopg's span several lines ("…refused\n\tIs the server
+    running…?"), which would break a line-per-record log."""
+    return " ".join(str(exc).split()) or type(exc).__name__

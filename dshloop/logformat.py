@@ -17,6 +17,16 @@ def _utc_ms(epoch_seconds: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class UncaughtOnly(logging.Filter):
+    """For django.request: only the records of exceptions Django caught (they carry exc_info, and so
+    their traceback). Django also logs every 4xx and 5xx response a view chose to send; those are
+    answers, not failures (the 503 of /api/health while no scheduler runs, a 404), and the code that
+    chose them logs what matters."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.exc_info is not None
+
+
 class JsonFormatter(logging.Formatter):
     """One line of JSON per record. json.dumps escapes newlines (a traceback, a prompt in an error)
     inside strings, so a record is never split across lines; ASCII-only output (its default) is

@@ -182,6 +182,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "dshloop.middleware.ApiMethodNotAllowed",
+    # Last, so the first to see a view's exception: 503 when the database is away, else a logged 500.
+    "dshloop.middleware.ServerErrors",
 ]
 
 ROOT_URLCONF = "dshloop.urls"
@@ -346,9 +348,24 @@ LOGGING = {
         "human": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"class": "dshloop.logformat.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": DSHLOOP_LOG_FORMAT}},
+    "filters": {"uncaught_only": {"()": "dshloop.logformat.UncaughtOnly"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": DSHLOOP_LOG_FORMAT},
+        "console_uncaught": {
+            "class": "logging.StreamHandler",
+            "formatter": DSHLOOP_LOG_FORMAT,
+            "filters": ["uncaught_only"],
+        },
+    },
     "loggers": {
         "dshloop": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # An exception Django caught (one raised outside any view, or in a view under DEBUG) is
+        # logged here with its traceback. Django's own configuration sends this logger to the
+        # console only under DEBUG and otherwise to mail_admins, which without ADMINS sends nothing:
+        # so with DJANGO_DEBUG unset, no 500 used to leave a line in the log.
+        "django.request": {"handlers": ["console_uncaught"], "level": "ERROR", "propagate": False},
+        # The MCP SDK's own errors (a crashed request inside its transport), in the same format.
+        "mcp": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # django-q2 logs as "django-q" (django_q/conf.py): under "django_q" this named no logger, and
         # django-q2 added its own handler at INFO, two lines per task in its own format.
         "django-q": {"handlers": ["console"], "level": "WARNING", "propagate": False},

@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 from loops.metrics import metrics_view
 
 from .api import api
+from .middleware import server_error
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -13,3 +14,7 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),  # issue 18: Prometheus, scope manage
     path("", RedirectView.as_view(pattern_name="panel:index", permanent=False)),
 ]
+
+# An exception outside any view (a middleware's): 503 when the database is away, else a counted 500,
+# in JSON under /api/ and at /metrics (dshloop.middleware).
+handler500 = server_error

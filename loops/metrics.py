@@ -1,11 +1,18 @@
 """GET /metrics (issue 18): the Prometheus text format, scope `manage`.
 
-Every number comes from the shared database, so any web process answers for every scheduler on
-every machine: the cumulative counters (loops.counters) that the schedulers add to as they
-record runs, and the gauges read now (loops.gauges). Nothing is kept in this process's memory.
+Every number but one comes from the shared database, so any web process answers for every
+scheduler on every machine: the cumulative counters (loops.counters) that the schedulers add to as
+they record runs, and the gauges read now (loops.gauges).
+
+The exception, `dshloop_http_unexpected_errors_total`, counts the requests this web process answered
+500 because of an unexpected exception (dshloop.middleware, the /mcp transport), since it started.
+It lives in the process's memory because the failing part may be the database itself; Prometheus
+keeps one series per scraped process, and rate() or increase() read it across restarts.
 """
 
 from __future__ import annotations
+
+import threading
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
@@ -73,6 +80,30 @@ def _gauge_metrics(gauges: Gauges):
         )
 
 
+class _ProcessCounter:
+    """A counter in this process's memory, safe to add to from any thread (the server's pool)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    def increment(self) -> None:
+        with self._lock:
+            self._value += 1
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+
+_unexpected_errors = _ProcessCounter()
+
+
+def count_unexpected_error() -> None:
+    """One more request answered 500 because of an unexpected exception (already logged)."""
+    _unexpected_errors.increment()
+
+
 class _DatabaseCollector:
     """Read once per scrape: prometheus_client calls collect() while it renders."""
 
@@ -81,9 +112,21 @@ class _DatabaseCollector:
         yield from _gauge_metrics(read_gauges())
 
 
+class _ProcessCollector:
+    """This process's own counts, which the database cannot hold (see the module's docstring)."""
+
+    def collect(self):
+        yield CounterMetricFamily(
+            "dshloop_http_unexpected_errors",
+            "Requests this process answered 500 because of an unexpected exception (logged with its traceback).",
+            value=_unexpected_errors.value,
+        )
+
+
 def render_metrics() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_DatabaseCollector())
+    registry.register(_ProcessCollector())
     return generate_latest(registry)
 
 

@@ -9,12 +9,20 @@ The transport is stateless and answers with JSON, not SSE: the tools never call 
 client, so there is no session to keep, and any number of server processes can share the load.
 So only POST is served: a GET (an event stream) or DELETE (ending a session) is answered 405, as
 the MCP spec allows. A POST body is read here first, within the API's size limit (413
-`too_large`) and as strict JSON (NaN and Infinity are a parse error), then handed to the SDK.
+`too_large`) and as strict JSON (NaN and Infinity, and nesting deeper than Python's parser follows,
+are a parse error: -32700 with 400), then handed to the SDK.
+
+When the database cannot be reached, a request is answered 503 with a JSON-RPC error of code
+-32050 (tools.mcp.server.UNAVAILABLE) carrying the contract's `unavailable` body, and `Retry-After`;
+a tool call that meets the outage after the token check gets the same JSON-RPC error from the SDK.
+Any other exception is logged with its traceback, counted in /metrics, and answered 500 with a
+JSON-RPC internal error (-32603).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -26,16 +34,28 @@ from django.db import close_old_connections
 from django.http import HttpRequest
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
-from mcp_types import INVALID_REQUEST, PARSE_ERROR
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from dshloop.auth import tools_auth
-from dshloop.errors import ApiError, InvalidInput, Unauthorized
+from dshloop.errors import (
+    RETRY_AFTER_SECONDS,
+    ApiError,
+    InvalidInput,
+    Unauthorized,
+    Unavailable,
+    UnexpectedError,
+    database_unavailable,
+    one_line,
+)
 from dshloop.http import CALLER_HEADER
 from dshloop.jsonparse import NotAJsonNumber, json_loads
+from loops.metrics import count_unexpected_error
 
-from .server import build_server
+from .server import UNAVAILABLE, build_server
 
 MCP_PATH = "/mcp"
+
+logger = logging.getLogger("dshloop.mcp")
 
 # ASGI's three callables (as starlette.types spells them).
 Scope = MutableMapping[str, Any]
@@ -92,7 +112,13 @@ def check_request(scope: Scope) -> ApiError | None:
             return Unauthorized("A valid bearer token is required.")
     except ApiError as error:  # unauthorized / forbidden, with the REST API's messages
         return error
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        logger.warning("/mcp: the database is unavailable, answered 503: %s", one_line(exc))
+        return Unavailable()
     finally:
+        # Also closes a connection the outage broke, so the first request after it reconnects.
         close_old_connections()
     return None
 
@@ -108,6 +134,8 @@ async def send_error(send: Send, error: ApiError, *, rpc_code: int = INVALID_REQ
         }
     ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if error.status == 503:
+        headers.append((b"retry-after", str(RETRY_AFTER_SECONDS).encode()))
     if error.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="dshloop"'))  # RFC 6750 §3
     if error.status == 405:
@@ -137,9 +165,27 @@ class McpHttpApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http", scope["type"]
+        started = False
+
+        async def tracked(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.serve(scope, receive, tracked)
+        except Exception:
+            # A bug: logged and counted as a REST 500 is (dshloop.middleware). The server would
+            # answer a bare 500 and log it in its own format; a JSON-RPC error says it in the protocol.
+            logger.exception("%s %s: unexpected error, answered 500", scope.get("method"), scope.get("path"))
+            count_unexpected_error()
+            if not started:  # else the answer is half sent: the server ends the connection
+                await send_error(send, UnexpectedError(), rpc_code=INTERNAL_ERROR)
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         error = await anyio.to_thread.run_sync(check_request, scope)
         if error is not None:
-            await send_error(send, error)
+            await send_error(send, error, rpc_code=UNAVAILABLE if error.status == 503 else INVALID_REQUEST)
             return
         method = scope.get("method", "GET")
         if method != "POST":
@@ -193,6 +239,11 @@ async def read_body(scope: Scope, receive: Receive) -> bytes | ApiError | None:
             json_loads(bytes(body))
         except NotAJsonNumber as exc:
             return InvalidInput(f"The request body is not valid JSON: {exc}.", status=400)
+        except RecursionError:
+            # Python's parser follows nesting on the C stack up to the recursion limit (~1,000 deep).
+            # The REST API's parser fails the same way and answers "not valid JSON" (ninja turns any
+            # parse failure into its 400); the SDK's own parser stops at 200 deep with a parse error.
+            return InvalidInput("The request body is not valid JSON: it is nested too deeply.", status=400)
         except ValueError:
             pass  # not JSON at all: the SDK answers its own parse error
     return bytes(body)

@@ -19,12 +19,24 @@ from django.db import close_old_connections
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from dshloop.errors import ApiError
+from dshloop.errors import ApiError, Unavailable, database_unavailable, one_line
+from loops.metrics import count_unexpected_error
 
 from ..call import call_tool
 from ..catalogue import TOOLS
 
 logger = logging.getLogger("dshloop.mcp")
+
+# JSON-RPC's range for implementation-defined server errors is -32000..-32099; MCP and the SDK use
+# -32000, -32001, -32002, -32020..-32022 and -32042. This one says "the database cannot be reached
+# right now: retry later" (the REST API's 503 `unavailable`, whose body the error's data carries).
+UNAVAILABLE = -32050
+
+
+def unavailable_error() -> MCPError:
+    error = Unavailable()
+    return MCPError(UNAVAILABLE, f"{error.code}: {error.message}", data=error.body())
+
 
 # How the transport names the calling session for a request (the --session flag on stdio, the
 # X-DSH-Session-Id header over HTTP); None when there is none, as for a REST call without the header.
@@ -117,9 +129,13 @@ def build_server(*, caller_of: CallerOf, instructions: str = INSTRUCTIONS) -> Se
             result = await anyio.to_thread.run_sync(_call_in_thread, params.name, params.arguments, caller)
         except ApiError as error:
             return tool_error(error)
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc):  # _call_in_thread closed the broken connection
+                logger.warning("MCP tool %s: the database is unavailable: %s", params.name, one_line(exc))
+                raise unavailable_error() from None
             # A bug, not the caller's fault: the details stay in the log, as for a REST 500.
             logger.exception("MCP tool %s failed", params.name)
+            count_unexpected_error()
             raise MCPError(types.INTERNAL_ERROR, "Internal error; the dshloop log has the details.") from None
         return tool_result(result)
 
