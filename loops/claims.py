@@ -24,7 +24,7 @@ from dshloop.timeutil import to_ms
 from . import schedules
 from .counters import Tally
 from .humanize import short_span
-from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, store_revision_prompts
 from .occurrence_log import log_occurrence
 from .queue import enqueue_deliveries
 from .rows import NEW_RUN_COLUMNS, NewRun
@@ -73,7 +73,6 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
         status=RunStatus.CLAIMED,
         attempt=1,  # handed out to a driver by the claim's enqueue (loops.delivery: attempts)
         missed=missed,
-        prompt=loop.prompt,
         target=loop.session_id,
         claimed_at=now,
         retry_at=now + lease(),
@@ -100,6 +99,7 @@ def _record_broken(loop: Loop, error: Exception, now: datetime, tally: Tally) ->
     log_occurrence(logger, logging.ERROR, run, RunStatus.FAILED, now=now, error=message)
     with transaction.atomic():
         _insert([run])
+        store_revision_prompts([loop.loop_id])
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
         )
@@ -147,9 +147,10 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
 
 
 # What a claim reads of a loop: its schedule and what its run snapshots (issue 17: parsing the
-# other columns of every claimed loop cost more than the schedule maths).
+# other columns of every claimed loop cost more than the schedule maths). Not the prompt: the
+# database copies it into the revision's LoopPrompt itself (store_revision_prompts).
 _CLAIM_FIELDS = ["loop_id", "state", "next_at", "kind", "every_seconds", "after_seconds", "cron_expr", "tz"]
-_CLAIM_FIELDS += ["created_at", "schedule_from", "prompt", "session_id", "revision"]
+_CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision"]
 
 
 def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
@@ -194,6 +195,8 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.
         inserted = _insert(runs, skip_conflicts=True)
+        # Each run reads its prompt through its revision: stored once, the first time a run has it.
+        store_revision_prompts(sorted({run.loop_id for run in runs}))
         by_id = {loop.loop_id: loop for loop in loops}
         _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally)
         _record_misfires(

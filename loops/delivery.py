@@ -40,7 +40,7 @@ from .claims import OPEN_STATUSES, free_rows, lease
 from .counters import Tally
 from .failures import after_failures, locked_loops, take_outcome
 from .message import loop_message, run_source
-from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+from .models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, revision_prompts
 from .notify import CLOCK_MAX_SLEEP, notify_clocks
 from .occurrence_log import log_occurrence
 from .rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, LoopRow, RunRow
@@ -131,7 +131,27 @@ def _failure(run: RunRow, *, error: str, transient: bool) -> Outcome:
     return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
 
 
-def _prepare(run: RunRow, loop: LoopRow | None, host) -> Outcome | Message:
+def _prompts(runs: list[RunRow], loops: dict[str, LoopRow]) -> dict[str, str]:
+    """Each run's prompt, by run ID: its revision's. The loop row the batch read already holds it
+    while the loop is still at that revision (nearly always: no extra read on the hot path); a run
+    claimed before an edit reads its revision's from LoopPrompt. A deleted loop's run is not
+    delivered, so it needs none."""
+    prompts, older = {}, {}
+    for run in runs:
+        loop = loops.get(run.loop_id)
+        if loop is None:
+            continue
+        if loop.revision == run.revision:
+            prompts[run.run_id] = loop.prompt
+        else:
+            older[run.run_id] = (run.loop_id, run.revision)
+    if older:
+        stored = revision_prompts(set(older.values()))
+        prompts.update((run_id, stored.get(pair, "")) for run_id, pair in older.items())
+    return prompts
+
+
+def _prepare(run: RunRow, loop: LoopRow | None, host, prompt: str) -> Outcome | Message:
     """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
     if run.attempt > MAX_ATTEMPTS:
         # Handed out again and again, and every driver died before recording an outcome: a
@@ -159,7 +179,7 @@ def _prepare(run: RunRow, loop: LoopRow | None, host) -> Outcome | Message:
         return _failure(run, error=f"Unexpected error: {exc}", transient=True)
     return Message(
         target.session_id,
-        loop_message(loop_id=loop.loop_id, prompt=run.prompt or loop.prompt),
+        loop_message(loop_id=loop.loop_id, prompt=prompt),
         source,
         run.occurrence_key,
     )
@@ -173,7 +193,8 @@ def _deliver(runs: list[RunRow], loops: dict[str, LoopRow], host) -> list[Outcom
         | {loop.created_by_session_id for loop in loops.values()}
         | {run.target_session_id for run in runs},
     )
-    prepared = [(run, _prepare(run, loops.get(run.loop_id), view)) for run in runs]
+    prompts = _prompts(runs, loops)
+    prepared = [(run, _prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
     try:
         results = host.deliver_many([message for _, message in pending]) if pending else []

@@ -70,11 +70,15 @@ class PruneJob:
             pruner, self.pruner = self.pruner, None
             if pruner.runs or pruner.inbox_messages:
                 logger.info(
-                    "pruned %d run(s) of %d loop(s) and %d inbox message(s) older than %s",
+                    "pruned %d run(s) of %d loop(s) and %d inbox message(s) older than %s; with the runs, "
+                    "%d session(s) made for them (%d inbox message(s)) and %d unused prompt(s)",
                     pruner.runs,
                     pruner.loops,
                     pruner.inbox_messages,
                     pruner.inbox_cutoff.isoformat(timespec="seconds"),
+                    pruner.sessions,
+                    pruner.session_messages,
+                    pruner.prompts,
                 )
         return more
 

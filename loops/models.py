@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import connection, models
 from django.db.models import Q
 
 from . import schedules
@@ -137,8 +137,8 @@ class LoopRun(models.Model):
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.CLAIMED)
     attempt = models.PositiveIntegerField(default=0)
     missed = models.PositiveIntegerField(default=0)
-    # Snapshots, so history explains itself after the loop changes or is deleted.
-    prompt = models.TextField(blank=True)
+    # Snapshots, so history explains itself after the loop changes or is deleted. The prompt is
+    # the revision's (LoopPrompt, read through loop_id and revision): stored once, not per run.
     target = models.CharField(max_length=255, blank=True, help_text="The loop's target when claimed.")
     target_session_id = models.CharField(max_length=255, blank=True)
     claimed_at = models.DateTimeField()
@@ -170,6 +170,98 @@ class LoopRun(models.Model):
 
     def __str__(self) -> str:
         return self.occurrence_key
+
+    _prompt: str | None = None  # the revision's prompt, once read or given
+
+    def save(self, *args, **kwargs) -> None:
+        """A run made one at a time (run now; the claim stores its batch's in one statement) stores
+        its revision's prompt, unless that revision's is stored already: the prompt given
+        (`LoopRun(prompt=…)`), else the loop's, which is at this revision while its row is locked."""
+        adding = self._state.adding
+        super().save(*args, **kwargs)
+        if not adding:
+            return
+        if self._prompt is not None:
+            store_prompt(self.loop_id, self.revision, self._prompt)
+        else:
+            store_revision_prompts([self.loop_id])
+
+    @property
+    def prompt(self) -> str:
+        """The prompt this run executed: its revision's (one query, the first time it is read)."""
+        if self._prompt is None:
+            self._prompt = revision_prompts({(self.loop_id, self.revision)}).get((self.loop_id, self.revision), "")
+        return self._prompt
+
+    @prompt.setter
+    def prompt(self, value: str) -> None:
+        self._prompt = value
+
+
+class LoopPrompt(models.Model):
+    """The prompt of one revision of a loop, stored once for all its runs (a 100,000-character
+    prompt copied into every run of a loop that fires every few seconds grew the database by
+    megabytes a minute). Written when a run of the revision is made (claim, run now), so it
+    outlives the loop's edits and deletion as its runs do; retention deletes it with the last run
+    that refers to it (loops.retention), never while the loop is still at that revision."""
+
+    pk = models.CompositePrimaryKey("loop_id", "revision")
+    loop_id = models.CharField(max_length=40)
+    revision = models.PositiveIntegerField()
+    prompt = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.loop_id} r{self.revision}"
+
+
+def store_revision_prompts(loop_ids: list[str]) -> None:
+    """Store the current revision's prompt of each loop, unless stored already; the caller holds
+    the loops' rows (a claim, run now), so the revision read is the one its runs record.
+
+    One INSERT … SELECT: the prompt is copied inside the database (never sent back and forth),
+    and a revision stored already costs an index probe and writes nothing (ON CONFLICT DO NOTHING
+    is checked before the row is built; a long prompt is not even read then)."""
+    if not loop_ids:
+        return
+    prompts, loops = LoopPrompt._meta.db_table, Loop._meta.db_table
+    select = f"INSERT INTO {prompts} (loop_id, revision, prompt) SELECT loop_id, revision, prompt FROM {loops}"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"{select} WHERE loop_id = ANY(%s) ON CONFLICT DO NOTHING", [list(loop_ids)])
+        else:
+            marks = ", ".join("%s" for _ in loop_ids)
+            cursor.execute(f"{select} WHERE loop_id IN ({marks}) ON CONFLICT DO NOTHING", list(loop_ids))
+
+
+def store_prompt(loop_id: str, revision: int, prompt: str) -> None:
+    """Store one revision's prompt, unless stored already (the first stored is the revision's)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {LoopPrompt._meta.db_table} (loop_id, revision, prompt) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [loop_id, revision, prompt],
+        )
+
+
+def revision_prompts(pairs: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """The prompts of these (loop_id, revision) pairs, in one query. A pair with none stored (a run
+    written in bulk by other code) reads its loop's prompt while the loop is at that revision."""
+    if not pairs:
+        return {}
+    found: dict[tuple[str, int], str] = {}
+    stored = LoopPrompt.objects.filter(
+        loop_id__in={pair[0] for pair in pairs}, revision__in={pair[1] for pair in pairs}
+    )
+    for loop_id, revision, prompt in stored.values_list("loop_id", "revision", "prompt"):
+        if (loop_id, revision) in pairs:
+            found[loop_id, revision] = prompt
+    if missing := pairs - found.keys():
+        for loop_id, revision, prompt in Loop.objects.filter(
+            loop_id__in={loop_id for loop_id, _ in missing}
+        ).values_list("loop_id", "revision", "prompt"):
+            if (loop_id, revision) in missing:
+                found[loop_id, revision] = prompt
+    return found
 
 
 class SchedulerHeartbeat(models.Model):

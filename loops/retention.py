@@ -15,6 +15,18 @@ for long (each DELETE is its own short transaction):
 3. the inbox: DELETEs of at most BATCH messages older than the cutoff, oldest first
    (inbox_created_idx).
 
+What goes with a run: the session the embedded host made for it, if it was a `new` run (the
+SessionHeader whose created_for is the run's occurrence key, never a session a user or a host
+made) and that session's inbox messages, in the run's batch transaction; then, once the loop's
+runs are done, the prompts of revisions (LoopPrompt) that no run refers to any more and the loop
+is not at. A session made for a run is the host's record of that one turn: the host (which
+stands in for DSH, where the session's first prompt and its inbox text live) keeps it as long as
+the run history that explains it, so the copies of a long prompt it holds are bounded with the
+runs. A run whose session is still `running` (its turn goes on) is kept, with its session, until
+the turn ends; a session reported `running` but not updated for DSHLOOP_INBOX_RETENTION_DAYS is
+taken as abandoned (its inbox is past retention already), so a host that never reports a turn's
+end cannot make them pile up beyond that.
+
 A cutoff stays valid while the pass deletes below it: the runs a loop gains are newer, open runs
 that finish only add terminal runs, and another pruner (a second scheduler) deletes only below a
 cutoff of its own, so at least `limit` terminal runs always remain at or above ours.
@@ -38,12 +50,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q
 
-from sessions_app.models import InboxMessage
+from sessions_app.models import InboxMessage, SessionHeader, SessionStatus
 
 from .claims import OPEN_STATUSES
-from .models import LoopRun, RunStatus
+from .models import Loop, LoopPrompt, LoopRun, RunStatus
 
 TERMINAL_STATUSES = tuple(status for status in RunStatus if status not in OPEN_STATUSES)
 BATCH = 500  # rows per DELETE statement
@@ -66,11 +79,20 @@ class _Cutoff:
     loop_id: str
     scheduled_at: datetime
     run_id: str
+    busy_since: datetime  # a `running` session updated since then is in use
 
     def runs_below(self):
-        return LoopRun.objects.filter(loop_id=self.loop_id, status__in=TERMINAL_STATUSES).filter(
-            Q(scheduled_at__lt=self.scheduled_at) | Q(scheduled_at=self.scheduled_at, run_id__lt=self.run_id)
+        """Its terminal runs below the cutoff, but for those whose session is still in use."""
+        return (
+            LoopRun.objects.filter(loop_id=self.loop_id, status__in=TERMINAL_STATUSES)
+            .filter(Q(scheduled_at__lt=self.scheduled_at) | Q(scheduled_at=self.scheduled_at, run_id__lt=self.run_id))
+            .exclude(Exists(_in_use(self.busy_since).filter(created_for=OuterRef("occurrence_key"))))
         )
+
+
+def _in_use(since: datetime):
+    """Sessions made for runs whose turn still goes on (created_for's unique index finds a run's)."""
+    return SessionHeader.objects.filter(status=SessionStatus.RUNNING, updated_at__gte=since)
 
 
 class Pruner:
@@ -97,13 +119,18 @@ class Pruner:
         self.run_limit = run_limit if run_limit is not None else settings.DSHLOOP_RUN_HISTORY_LIMIT
         days = inbox_days if inbox_days is not None else settings.DSHLOOP_INBOX_RETENTION_DAYS
         self.inbox_cutoff = now - timedelta(days=days)
+        self.busy_since = self.inbox_cutoff  # a `running` session older than that is abandoned
         self.headroom = headroom
         self.batch = batch
         self.page = page
         self.on_loop = on_loop
         self.runs = 0  # removed (or, dry, to remove)
         self.loops = 0  # loops that lost runs
-        self.inbox_messages = 0
+        self.inbox_messages = 0  # by age
+        self.sessions = 0  # made for `new` runs, removed with them
+        self.session_messages = 0  # their inbox messages
+        self.prompts = 0  # revisions' prompts no run refers to any more
+        self._prompts_of: str | None = None  # the loop whose unused prompts go next
         self._cursor: str | None = None  # the last loop ID paged
         self._queue: deque[str] = deque()  # loops of the page over the limit
         self._current: _Cutoff | None = None
@@ -135,7 +162,11 @@ class Pruner:
     # -- runs ----------------------------------------------------------------------------------------
 
     def _step_runs(self) -> None:
-        """One unit: a page of loop IDs, or one batch of the current loop (its cutoff first)."""
+        """One unit: a page of loop IDs, one batch of the current loop (its cutoff first), or one
+        batch of the prompts its pruned runs left unused."""
+        if self._prompts_of is not None:
+            self._step_prompts(self._prompts_of)
+            return
         if self._current is None:
             if not self._queue:
                 self._next_page()
@@ -147,14 +178,45 @@ class Pruner:
         cutoff = self._current
         if self.dry_run:
             removed, finished = cutoff.runs_below().count(), True
+            self.sessions += self._sessions_of(cutoff.runs_below()).count()
         else:
-            removed, _ = LoopRun.objects.filter(
-                run_id__in=cutoff.runs_below().order_by("scheduled_at").values("run_id")[: self.batch]
-            ).delete()
-            finished = removed < self.batch
+            removed, finished = self._delete_batch(cutoff)
         self._current_runs += removed
         if finished:
             self._finish_loop(cutoff)
+
+    @staticmethod
+    def _sessions_of(runs):
+        """The sessions the embedded host made for these runs (only `new` runs have one; every run's
+        key is looked up, so a run whose target was not recorded is no exception)."""
+        return SessionHeader.objects.filter(created_for__in=runs.values("occurrence_key"))
+
+    def _delete_batch(self, cutoff: _Cutoff) -> tuple[int, bool]:
+        """One batch of a loop's runs with the sessions made for them and their inboxes, in one
+        transaction: a crash between the statements must not leave a session whose run is gone
+        (nothing would find it again). Returns how many runs went, and whether the loop is done."""
+        with transaction.atomic():
+            batch = list(
+                cutoff.runs_below().order_by("scheduled_at").values_list("run_id", "occurrence_key")[: self.batch]
+            )
+            keys = [key for _, key in batch]
+            # Locked, and checked again: a turn that started since the batch was read keeps its run.
+            sessions = {
+                created_for: (session_id, status == SessionStatus.RUNNING and updated_at >= cutoff.busy_since)
+                for session_id, created_for, status, updated_at in SessionHeader.objects.select_for_update()
+                .filter(created_for__in=keys)
+                .order_by("session_id")
+                .values_list("session_id", "created_for", "status", "updated_at")
+            }
+            busy = {key for key, (_, in_use) in sessions.items() if in_use}
+            session_ids = [session_id for key, (session_id, in_use) in sessions.items() if not in_use]
+            if session_ids:
+                self.session_messages += InboxMessage.objects.filter(session_id__in=session_ids).delete()[0]
+                self.sessions += SessionHeader.objects.filter(session_id__in=session_ids).delete()[0]
+            removed, _ = LoopRun.objects.filter(
+                run_id__in=[run_id for run_id, key in batch if key not in busy]
+            ).delete()
+        return removed, len(batch) < self.batch
 
     def _next_page(self) -> None:
         """The next PAGE loop IDs after the cursor with their run counts, in one statement that
@@ -177,16 +239,34 @@ class Pruner:
         terminal = LoopRun.objects.filter(loop_id=loop_id, status__in=TERMINAL_STATUSES)
         newest = terminal.order_by("-scheduled_at", "-run_id").values_list("scheduled_at", "run_id")
         oldest_kept = list(newest[self.run_limit - 1 : self.run_limit])
-        return _Cutoff(loop_id, *oldest_kept[0]) if oldest_kept else None
+        return _Cutoff(loop_id, *oldest_kept[0], busy_since=self.busy_since) if oldest_kept else None
 
     def _finish_loop(self, cutoff: _Cutoff) -> None:
         self._current = None
         if not self._current_runs:
             return
+        if not self.dry_run:
+            self._prompts_of = cutoff.loop_id
         self.runs += self._current_runs
         self.loops += 1
         if self.on_loop is not None:
             self.on_loop(LoopPruned(cutoff.loop_id, self._current_runs, cutoff.scheduled_at))
+
+    def _step_prompts(self, loop_id: str) -> None:
+        """One batch of a loop's stored prompts that no run refers to any more. Never the loop's
+        current revision: a claim or run now may be making its first run at it right now. One
+        statement, so its two checks read one snapshot: a revision the loop has left gets no new
+        run, and one it is still at is kept."""
+        unused = (
+            LoopPrompt.objects.filter(loop_id=loop_id)
+            .exclude(revision__in=LoopRun.objects.filter(loop_id=loop_id).values("revision"))
+            .exclude(revision__in=Loop.objects.filter(loop_id=loop_id).values("revision"))
+        )
+        revisions = list(unused.order_by("revision").values_list("revision", flat=True)[: self.batch])
+        removed = unused.filter(revision__in=revisions).delete()[0] if revisions else 0
+        self.prompts += removed
+        if removed < self.batch:
+            self._prompts_of = None
 
     # -- inbox ---------------------------------------------------------------------------------------
 

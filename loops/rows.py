@@ -19,7 +19,6 @@ class NewRun:
     status: str
     attempt: int
     missed: int
-    prompt: str
     target: str
     claimed_at: datetime
     retry_at: datetime | None
@@ -46,7 +45,8 @@ class RunRow:
     scheduled_at: datetime
     attempt: int
     missed: int
-    prompt: str
+    # Its prompt is its revision's (loops.models.LoopPrompt): the loop's own while it is still at it.
+    revision: int
     target: str
     target_session_id: str
     fallback: str
@@ -69,7 +69,8 @@ class LoopRow:
     loop_id: str
     kind: str
     state: str
-    prompt: str
+    revision: int
+    prompt: str  # this revision's
     session_id: str
     preset: str
     created_by_session_id: str

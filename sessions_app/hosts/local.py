@@ -30,6 +30,10 @@ class LocalHost:
         return selectors.session_info(services.session_resume(session_id=session_id))
 
     def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
+        # The session and its first prompt are the host's records (DSH keeps its own), as is the
+        # delivered text in its inbox: two copies of the prompt per `new` occurrence that dshloop
+        # cannot share. Marked with the occurrence it was made for, the session goes with that
+        # run when retention prunes it (loops.retention), so they are bounded by the run history.
         header = services.session_create_for(
             occurrence_key=source["occurrence_key"], preset=preset, model=model, first_prompt=first_prompt
         )

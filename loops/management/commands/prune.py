@@ -13,7 +13,8 @@ from loops.retention import LoopPruned, prune
 class Command(BaseCommand):
     help = (
         "Apply the retention rules now: each loop (deleted loops too) keeps its newest "
-        "DSHLOOP_RUN_HISTORY_LIMIT finished runs, and embedded inbox messages older than "
+        "DSHLOOP_RUN_HISTORY_LIMIT finished runs (the sessions the embedded host made for pruned `new` runs go "
+        "with them), and embedded inbox messages older than "
         "DSHLOOP_INBOX_RETENTION_DAYS days are deleted; open runs and loop events are kept. Prints each "
         "loop that loses runs (how many, and the oldest run it keeps), the inbox count and cutoff, and the "
         "totals. `runloops` applies the same rules by itself at start and every "
@@ -37,6 +38,7 @@ class Command(BaseCommand):
             )
 
         pruned = prune(now=timezone.now(), dry_run=dry_run, on_loop=report)
+        self.stdout.write(f"sessions the embedded host made for `new` runs: {verb} {pruned.sessions} with their runs")
         self.stdout.write(f"inbox: {verb} {pruned.inbox_messages} message(s) created before {iso(pruned.inbox_cutoff)}")
         self.stdout.write(
             f"total: {verb} {pruned.runs} run(s) of {pruned.loops} loop(s) and {pruned.inbox_messages} inbox message(s)"
