@@ -53,7 +53,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from sessions_app.models import InboxMessage, SessionHeader, SessionStatus
+from sessions_app.models import InboxMessage, InboxSequence, SessionHeader, SessionStatus
 
 from .claims import OPEN_STATUSES
 from .models import Loop, LoopPrompt, LoopRun, RunStatus
@@ -212,6 +212,8 @@ class Pruner:
             session_ids = [session_id for key, (session_id, in_use) in sessions.items() if not in_use]
             if session_ids:
                 self.session_messages += InboxMessage.objects.filter(session_id__in=session_ids).delete()[0]
+                # Its inbox counter too: nothing delivers to a session made for a run that is over.
+                InboxSequence.objects.filter(session_id__in=session_ids).delete()
                 self.sessions += SessionHeader.objects.filter(session_id__in=session_ids).delete()[0]
             removed, _ = LoopRun.objects.filter(
                 run_id__in=[run_id for run_id, key in batch if key not in busy]

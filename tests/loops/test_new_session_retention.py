@@ -15,7 +15,7 @@ from loops.delivery import deliver_runs
 from loops.events import Actor
 from loops.models import ActorKind, LoopRun, RunStatus
 from loops.retention import Pruner, prune
-from sessions_app.models import InboxMessage, SessionHeader
+from sessions_app.models import InboxMessage, InboxSequence, SessionHeader
 from sessions_app.services import inbox_deliver_many, session_upsert
 from tests.conftest import T0, create_loop, every, s
 
@@ -74,6 +74,10 @@ def test_pruning_new_runs_removes_the_sessions_made_for_them_and_their_inboxes(s
     assert sessions_made_for(kept) == {run.target_session_id for run in kept}
     assert not InboxMessage.objects.filter(session_id__in=[run.target_session_id for run in pruned]).exists()
     assert InboxMessage.objects.filter(session_id__in=[run.target_session_id for run in kept]).count() == 2
+    # Their inbox counters go with them; the kept ones and the user's stay.
+    counters = set(InboxSequence.objects.values_list("session_id", flat=True))
+    assert counters.isdisjoint(run.target_session_id for run in pruned)
+    assert counters >= {run.target_session_id for run in kept} | {"ses_user"}
     # The user's sessions and their inboxes are untouched, though their loop lost a run too.
     assert LoopRun.objects.filter(loop_id=other.loop_id).count() == 2
     assert set(SessionHeader.objects.filter(created_for=None).values_list("session_id", flat=True)) >= {
