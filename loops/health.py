@@ -51,6 +51,7 @@ from django.utils import timezone
 from ninja import Router, Status
 from pydantic import BaseModel, Field
 
+from dshloop.errors import one_line
 from dshloop.timeutil import to_ms
 
 from . import humanize
@@ -125,7 +126,7 @@ def health_report(now: datetime | None = None) -> tuple[int, dict]:
         rtt_ms = _round_trip_ms()
         gauges = read_gauges(now, by_state=False)  # no pass over the loop table: polled often
     except DatabaseError as exc:
-        logger.warning("health: the database did not answer: %s", str(exc).strip() or type(exc).__name__)
+        logger.warning("health: the database did not answer: %s", one_line(exc))
         _drop_if_broken()
         return 503, {"database": "error", "scheduler": {"alive": False, "instances": 0}, "problems": [DATABASE_DOWN]}
     scheduler = scheduler_view(instances=gauges.scheduler_instances, last_tick_at=gauges.last_tick_at)
