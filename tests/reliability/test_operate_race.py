@@ -21,8 +21,9 @@ is called by every thread, also on a few hot loops at once, so that clicks colli
 Times are bounds, never guesses (no timing assertion; only the client's pacing sleeps): a pause has
 committed when its answer arrives, a resume not before it is called; a scheduler reads a run's
 claimed_at and started_at before it looks at the loop, and its finished_at after its start
-committed. The events' `at` is read before the loop's row is locked, so it bounds nothing (a run
-may start after a pause's `at` and before that pause commits); it is checked against the answers.
+committed. The events' `at` is read once the loop's row is locked but before the change commits, so
+it bounds nothing (a run may start after a pause's `at` and before that pause commits); it is
+checked against the answers.
 """
 
 from __future__ import annotations
@@ -410,7 +411,7 @@ def check_pauses_and_deletes(runs: list[LoopRun], by_id: dict[str, Tracked]) -> 
     loop, and finished_at is read after the start committed; a pause has committed when its answer
     arrives, a resume not before it is called. So a scheduled run claimed inside a paused stretch,
     or started and finished inside it, saw the loop paused: a violation, never an artefact of timing.
-    (The events' `at`, read before the loop's row is locked, is no such bound.)"""
+    (The events' `at`, read under the loop's lock but before the change commits, is no such bound.)"""
     violations = []
     for run in runs:
         loop = by_id[run.loop_id]
