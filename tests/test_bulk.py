@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 def row(i: int, *, retry_at=None, error: str = "") -> list:
     run = NewRun(
-        *(f"run_{i}", "loop_a", f"loop_a@{i}", T0 + timedelta(seconds=i), RunStatus.CLAIMED, 1, i % 2, "p", "self"),
+        *(f"run_{i}", "loop_a", f"loop_a@{i}", T0 + timedelta(seconds=i), RunStatus.CLAIMED, 1, i % 2, "self"),
         claimed_at=T0,
         retry_at=retry_at,
         revision=1,
