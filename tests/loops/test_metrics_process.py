@@ -72,7 +72,7 @@ def test_metrics_follow_real_schedulers(schedulers, manage_token, make_session):
     for scheduler in first_pair:
         scheduler.terminate()
     stopped_at = timezone.now()
-    wait_for(lambda: scrape(manage_token)["dshloop_due_backlog"] == 2, timeout=10, message="a backlog of 2 loops")
+    wait_for(lambda: scrape(manage_token)["dshloop_due_backlog"] == 2, timeout=30, message="a backlog of 2 loops")
     stopped = scrape(manage_token)
     assert stopped["dshloop_scheduler_instances"] == 0  # a graceful stop removes its heartbeat
     # The counters match the history the schedulers wrote, exactly.
