@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { apply, handleRpc, SUBAGENT_REFUSAL } from '../src/index.ts'
+
+type Listener = (payload: any, next?: any) => unknown
+
+/** The few DSH services the host half uses, recorded: no DSH needed. */
+function fakeDsh() {
+  const listeners = new Map<string, Listener>()
+  const roots: any[] = []
+  const rpc: { channel?: string; authority?: string } = {}
+  const agent = (id: string) => {
+    const tools = new Map<string, any>()
+    return {
+      id,
+      tools,
+      ctx: {
+        tools: { register(definition: any) { tools.set(definition.name, definition); return () => tools.delete(definition.name) } },
+        effect(body: () => () => void) { return body() },
+      },
+    }
+  }
+  const ctx = {
+    agents: { roots: () => roots },
+    connection: { rpc: { handle(channel: string, _handler: unknown, options: { authority: string }) { rpc.channel = channel; rpc.authority = options.authority; return () => {} } } },
+    logger: { info() {}, warn() {} },
+    on(event: string, listener: Listener) { listeners.set(event, listener); return () => listeners.delete(event) },
+    effect(body: () => unknown) { return body() },
+  }
+  return { ctx, roots, agent, listeners, rpc }
+}
+
+test('every root agent gets the five tools; a subagent calling them is refused', async () => {
+  const dsh = fakeDsh()
+  const root = dsh.agent('ses_root')
+  dsh.roots.push(root)
+  // An unreachable dshloop: the built-in catalogue is what the agents get.
+  apply(dsh.ctx as any, { url: 'http://127.0.0.1:9', timeoutSeconds: 1 })
+  assert.deepEqual([...root.tools.keys()].sort(), ['check_session_status', 'list_sessions', 'loop_create', 'loop_delete', 'loop_list'])
+  assert.equal(dsh.rpc.channel, '/dshloop')
+  assert.equal(dsh.rpc.authority, 'loopback')
+
+  const later = dsh.agent('ses_later')
+  dsh.roots.push(later)
+  dsh.listeners.get('agent/created')!({ agent: later })
+  assert.equal(later.tools.size, 5)
+
+  const child = dsh.agent('ses_child') // not a root: created, but gets nothing of its own
+  dsh.listeners.get('agent/created')!({ agent: child })
+  assert.equal(child.tools.size, 0)
+  const loopList = root.tools.get('loop_list')
+  await assert.rejects(loopList.execute({}, { name: 'loop_list', agent: child, signal: new AbortController().signal }), {
+    message: SUBAGENT_REFUSAL,
+  })
+})
+
+test('the composer status answers only the status endpoint, for a named session', async () => {
+  const endpoint = { url: 'http://127.0.0.1:9', token: 't', timeoutMs: 500 }
+  const signal = new AbortController().signal
+  assert.equal((await handleRpc(endpoint, 'status', {}, signal)).error?.code, 'bad-request')
+  assert.equal((await handleRpc(endpoint, 'other', { sessionId: 's' }, signal)).error?.code, 'not-found')
+  const down = await handleRpc(endpoint, 'status', { sessionId: 's' }, signal)
+  assert.equal(down.ok, false)
+  assert.equal(down.error?.code, 'unreachable')
+})
