@@ -59,7 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "function": {"name": match[1], "arguments": match[2]},
             }
         else:
-            text = f"ack: {(tail[0] if tail else '')[:40]}"
+            text = f"ack: {(tail[-1] if tail else '')[:40]}"  # the oldest: the prompt, not a preset's context
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("connection", "close")
