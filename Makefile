@@ -63,6 +63,13 @@ DSH_DIR := $(or $(DSHLOOP_DSH_DIR),/var/cache/dshloop/dsh-0.1.0-rc.8)
 dsh:
 	scripts/install-dsh.sh "$(DSH_DIR)"
 
+# The whole system on one machine (issue 24): DSH (installed if missing) with dshloop's plugin, and
+# dshloop on DSH (DSHLOOP_HOST=dsh), a token wired between them; both URLs printed; Ctrl-C stops
+# both. DSH's data lives in $(VAR_DIR)/dsh-home. Set DEEPSEEK_API_KEY for real model turns.
+.PHONY: run-dsh
+run-dsh: $(RUN_STAMP) $(VAR_DIR)/secret_key
+	DSHLOOP_VAR_DIR=$(VAR_DIR) exec scripts/run-dsh.sh "$(DSH_DIR)"
+
 # Style (ruff check, ruff format --check), the import layers (import-linter, pyproject.toml) and the
 # DSH plugin's type-check and build (dsh-plugin/, with DSH's Node 22: skipped without it outside CI).
 lint: $(TEST_STAMP)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import time
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from loops.models import LoopRun, RunStatus
 from tests.processes import wait_for
@@ -92,3 +94,32 @@ def test_dshloop_down_is_a_clear_failure_and_the_tools_come_back(plugin_dsh, dsh
 
     dshloop.start()  # the same URL; DSH is not restarted
     assert agent_calls(plugin_dsh, "ses-c", "loop_list", {}).json() == {"loops": []}
+
+
+def test_self_works_in_dsh_out_of_the_box(plugin_dsh, dshloop, workspace, settings):
+    # This process's settings were made for the embedded host; `serve` computed its own from
+    # DSHLOOP_HOST=dsh, where the global interface defaults to the session bootstrap makes.
+    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL = "dsh", plugin_dsh.url
+    settings.DSHLOOP_DSH_CWD, settings.DSHLOOP_GLOBAL_SESSION_ID = str(workspace), settings.DSH_GLOBAL_SESSION_ID
+    made, again = StringIO(), StringIO()
+    call_command("bootstrap", stdout=made)
+    call_command("bootstrap", stdout=again)
+
+    assert f"Global interface session created in DSH: {settings.DSH_GLOBAL_SESSION_ID}" in made.getvalue()
+    assert "Global interface" not in again.getvalue()  # once
+    assert (
+        plugin_dsh.sessions()[settings.DSH_GLOBAL_SESSION_ID]["projections"]["values"]["title"]
+        == "dshloop: global interface"
+    )
+
+    plugin_dsh.call("session.create", {"sessionId": "ses-d", "cwd": str(workspace)})
+    loop = agent_calls(
+        plugin_dsh,
+        "ses-d",
+        "loop_create",
+        {"prompt": "Morning report", "schedule": {"kind": "after", "after_seconds": 600}, "session_id": "self"},
+    ).json()
+    assert (loop["session_id"], loop["created_by_session_id"]) == ("self", "ses-d")
+    # The global interface's own agent sees it among its loops (contract §3).
+    mine = agent_calls(plugin_dsh, settings.DSH_GLOBAL_SESSION_ID, "loop_list", {}).json()["loops"]
+    assert [item["loop_id"] for item in mine] == [loop["loop_id"]]
