@@ -63,3 +63,21 @@ test('the composer status answers only the status endpoint, for a named session'
   assert.equal(down.ok, false)
   assert.equal(down.error?.code, 'unreachable')
 })
+
+test('asking before a new-session loop is a setting, off by default', async () => {
+  const allow = async () => ({ kind: 'allow' })
+  const exec = (agent: unknown, args: unknown) => ({ name: 'loop_create', arguments: args, agent, signal: new AbortController().signal })
+
+  const off = fakeDsh()
+  apply(off.ctx as any, { url: 'http://127.0.0.1:9' })
+  assert.equal(off.listeners.has('tools/pre-execute'), false)
+
+  const on = fakeDsh()
+  const root = on.agent('ses_root')
+  on.roots.push(root)
+  apply(on.ctx as any, { url: 'http://127.0.0.1:9', askBeforeNewSessionLoops: true })
+  const ask = on.listeners.get('tools/pre-execute')!
+  assert.equal(((await ask(exec(root, { session_id: 'new' }), allow)) as any).kind, 'ask')
+  assert.equal(((await ask(exec(root, {}), allow)) as any).kind, 'allow')
+  assert.equal(((await ask(exec(on.agent('ses_other'), { session_id: 'new' }), allow)) as any).kind, 'allow')
+})
