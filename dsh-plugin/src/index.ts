@@ -109,11 +109,17 @@ export function apply(ctx: HostContext, config: Config = {}): void {
       mounted.set(agent, agent.ctx.effect(() => registerTools(agent, tools), 'dshloop: loop tools'))
     }
 
-    const remountAll = (): void => {
+    // A tool name may be registered once per agent layer: the old registrations must be gone
+    // (their disposer may settle later) before the new catalogue's go in.
+    const remountAll = async (): Promise<void> => {
       for (const [agent, dispose] of [...mounted]) {
         mounted.delete(agent)
-        void dispose()
-        mount(agent)
+        try {
+          await dispose()
+          mount(agent)
+        } catch (error) {
+          ctx.logger.warn(`dshloop: could not renew the loop tools of ${agent.id}: ${String(error)}`)
+        }
       }
     }
 
@@ -121,11 +127,11 @@ export function apply(ctx: HostContext, config: Config = {}): void {
     // wins once it gives one (a newer server may describe its tools better), without a DSH restart.
     const refresh = (): Promise<void> => {
       refreshing ??= fetchCatalogue(endpoint)
-        .then(served => {
+        .then(async served => {
           confirmed = true
           if (alive && JSON.stringify(served) !== JSON.stringify(catalogue)) {
             catalogue = served
-            remountAll()
+            await remountAll()
           }
         })
         .catch((error: unknown) => {
@@ -154,8 +160,8 @@ export function apply(ctx: HostContext, config: Config = {}): void {
           return value
         },
       }))
-      return () => {
-        for (const dispose of disposers.reverse()) void dispose()
+      return async () => {
+        for (const dispose of disposers.reverse()) await dispose()
       }
     }
 

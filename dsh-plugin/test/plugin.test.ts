@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
+import catalogue from '../src/catalogue.json' with { type: 'json' }
 import { apply, handleRpc, SUBAGENT_REFUSAL } from '../src/index.ts'
 
 type Listener = (payload: any, next?: any) => unknown
@@ -80,4 +83,29 @@ test('asking before a new-session loop is a setting, off by default', async () =
   assert.equal(((await ask(exec(root, { session_id: 'new' }), allow)) as any).kind, 'ask')
   assert.equal(((await ask(exec(root, {}), allow)) as any).kind, 'allow')
   assert.equal(((await ask(exec(on.agent('ses_other'), { session_id: 'new' }), allow)) as any).kind, 'allow')
+})
+
+test("dshloop's own catalogue replaces the built-in one once it answers", async () => {
+  const served = structuredClone(catalogue)
+  served.tools[0]!.description = 'A newer description from dshloop.'
+  const server = createServer((request, response) => {
+    response.setHeader('Content-Type', 'application/json')
+    response.end(JSON.stringify(request.url === '/api/tools' ? served : { loops: [] }))
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const dsh = fakeDsh()
+    const root = dsh.agent('ses_root')
+    dsh.roots.push(root)
+    apply(dsh.ctx as any, { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })
+    const name = served.tools[0]!.name
+    assert.notEqual(root.tools.get(name).description, served.tools[0]!.description) // built in at first
+    for (let i = 0; i < 100 && root.tools.get(name)?.description !== served.tools[0]!.description; i++) {
+      await new Promise(resolve => setTimeout(resolve, 20))
+    }
+    assert.equal(root.tools.get(name).description, 'A newer description from dshloop.')
+    assert.equal(root.tools.size, 5)
+  } finally {
+    server.close()
+  }
 })
