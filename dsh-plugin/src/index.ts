@@ -212,6 +212,9 @@ export async function handleRpc(endpoint: Endpoint, rpcEndpoint: string, payload
     return { ok: true, value: { loops: Array.isArray(loops) ? loops : [], panelUrl: panelUrl(endpoint.url, sessionId) } }
   } catch (error) {
     const code = error instanceof DshloopError ? error.code : 'internal'
+    // A conversation dshloop's host does not know yet (a draft DSH Web shows before its first
+    // message): no loop can target it, so it has none.
+    if (code === 'unknown_session') return { ok: true, value: { loops: [], panelUrl: panelUrl(endpoint.url, sessionId) } }
     return rpcError(code, error instanceof Error ? error.message : String(error))
   }
 }

@@ -109,3 +109,18 @@ test("dshloop's own catalogue replaces the built-in one once it answers", async 
     server.close()
   }
 })
+
+test('a conversation dshloop does not know yet has no loops, not an error', async () => {
+  const server = createServer((_request, response) => {
+    response.statusCode = 422
+    response.end(JSON.stringify({ error: { code: 'unknown_session', message: 'The host knows no session.' } }))
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const answer = await handleRpc({ url, token: 't', timeoutMs: 2_000 }, 'status', { sessionId: 'draft' }, new AbortController().signal)
+    assert.deepEqual(answer, { ok: true, value: { loops: [], panelUrl: `${url}/panel/?session=draft` } })
+  } finally {
+    server.close()
+  }
+})

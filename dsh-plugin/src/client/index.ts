@@ -53,10 +53,11 @@ export function apply(ctx: ClientContext): void {
     const result = await ctx.connection.rpc.call('/dshloop', 'status', { sessionId }) as {
       ok?: boolean
       value?: StatusAnswer
-      error?: { message?: string }
+      error?: { code?: string; message?: string }
     }
     if (result?.ok === true && result.value !== undefined) return result.value
-    throw new Error(result?.error?.message ?? 'The dshloop plugin sent no status.')
+    const failure = new Error(result?.error?.message ?? 'The dshloop plugin sent no status.')
+    throw Object.assign(failure, { code: result?.error?.code ?? 'internal' })
   }
   ctx.slots.inject('conversation.input.right', () => ctx.slots.register({
     name: 'conversation.input.right',
@@ -69,7 +70,7 @@ export function apply(ctx: ClientContext): void {
 type View =
   | { readonly kind: 'loading' }
   | { readonly kind: 'ready'; readonly answer: StatusAnswer }
-  | { readonly kind: 'error'; readonly message: string; readonly answer?: StatusAnswer }
+  | { readonly kind: 'error'; readonly message: string; readonly unreachable: boolean; readonly answer?: StatusAnswer }
 
 export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): ReactElement | null {
   const [view, setView] = useState<View>({ kind: 'loading' })
@@ -89,6 +90,7 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
             setView(previous => ({
               kind: 'error',
               message: error instanceof Error ? error.message : String(error),
+              unreachable: ['unreachable', 'timeout'].includes((error as { code?: string }).code ?? ''),
               ...(previous.kind === 'loading' ? {} : { answer: previous.answer }),
             }))
           }
@@ -115,7 +117,7 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
       'data-dshloop-error': 'true',
       title: view.message,
       style: { ...STYLE, opacity: 0.7 },
-    }, 'loops: dshloop unreachable')
+    }, view.unreachable ? 'loops: dshloop unreachable' : 'loops: unavailable')
   }
   const answer = view.answer as StatusAnswer
   const summary = summarize(answer.loops)
