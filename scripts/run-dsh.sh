@@ -91,8 +91,9 @@ serve_pid=$!
 if [ -n "${DEEPSEEK_API_KEY:-}" ]; then
   model="DEEPSEEK_API_KEY is set: agents answer with DeepSeek's model"
 else
-  model="no DEEPSEEK_API_KEY: DSH's turns end in MISSING_CREDENTIAL (loops are still delivered);
-            for real answers stop, then: DEEPSEEK_API_KEY=sk-... make run-dsh"
+  model="no DEEPSEEK_API_KEY: DSH's turns end in MISSING_CREDENTIAL (loops are delivered, their
+            runs record the failure, five in a row pause a loop); for real answers stop, then:
+            DEEPSEEK_API_KEY=sk-... make run-dsh"
 fi
 cat <<EOF
 
