@@ -152,8 +152,9 @@ export function apply(ctx: HostContext, config: Config = {}): void {
         // DSH's own bound on the call, a backstop behind the fetch timeout.
         timeoutMs: endpoint.timeoutMs + 5_000,
         async execute(args: unknown, exec: ToolExecution): Promise<Json> {
-          // Registered on this root agent's own layer, the tools are inherited by its subagents; the
-          // caller must be the agent's own session (contract §13), so a subagent is refused.
+          // DSH rc.8 does not hand a root agent's own registrations to its subagents (their call is
+          // "unknown tool"); should a later DSH do so, the caller must still be the agent's own
+          // session (contract §13), so any other agent is refused.
           if (exec.agent !== agent) throw new DshloopError('subagent', SUBAGENT_REFUSAL)
           const value = await callTool(endpoint, tool.name, args, agent.id, exec.signal)
           if (!confirmed) void refresh()

@@ -15,6 +15,7 @@ from django.core.management import call_command
 
 from loops.models import LoopRun, RunStatus
 from tests.processes import wait_for
+from tests.stub_model import text_of
 
 from .conftest import TOKEN, agent_calls
 
@@ -71,6 +72,18 @@ def test_an_agent_creates_lists_and_deletes_its_own_loop(plugin_dsh, dshloop, wo
         "loop_id": loop["loop_id"],
     }
     assert agent_calls(plugin_dsh, "ses-a", "loop_list", {}).json() == {"loops": []}
+
+    # A subagent does not get the tools (DSH keeps a root agent's own registrations to it): its
+    # loop_list is an unknown tool, not a call as some other caller.
+    delegate = {"description": "list loops", "prompt": "CALLTOOL loop_list {}", "run_in_background": False}
+    assert not agent_calls(plugin_dsh, "ses-a", "subagent", delegate).is_error
+    tool_texts = [
+        text_of(message.get("content"))
+        for body in stub_model.requests()
+        for message in json.loads(body).get("messages", [])
+        if message.get("role") == "tool"
+    ]
+    assert any('unknown tool "loop_list"' in text for text in tool_texts), tool_texts
 
     # The token reached neither the model, nor a session's history, nor a bash tool's environment.
     env = agent_calls(plugin_dsh, "ses-a", "bash", {"command": "env", "description": "show the environment"})
