@@ -63,7 +63,7 @@ DSH_DIR := $(or $(DSHLOOP_DSH_DIR),/var/cache/dshloop/dsh-0.1.0-rc.8)
 dsh:
 	scripts/install-dsh.sh "$(DSH_DIR)"
 
-# The whole system on one machine (issue 24): DSH (installed if missing) with dshloop's plugin, and
+# The whole system on one machine: DSH (installed if missing) with dshloop's plugin, and
 # dshloop on DSH (DSHLOOP_HOST=dsh), a token wired between them; both URLs printed; Ctrl-C stops
 # both. DSH's data lives in $(VAR_DIR)/dsh-home. Set DEEPSEEK_API_KEY for real model turns.
 .PHONY: run-dsh

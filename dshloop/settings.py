@@ -286,7 +286,7 @@ DSHLOOP_HOST_TIMEOUT_SECONDS = env_int("DSHLOOP_HOST_TIMEOUT_SECONDS", 10)
 # a client that announces a body and sends none must not hold a server thread.
 DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS = env_int("DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS", 15)
 # The global interface session (`self`, the panel's creator). DSH has none of its own, so on DSH it
-# defaults to one stable session that `manage.py bootstrap` makes in DSH once (issue 24).
+# defaults to one stable session that `manage.py bootstrap` makes in DSH once.
 DSH_GLOBAL_SESSION_ID = "dshloop-global"
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID", DSH_GLOBAL_SESSION_ID if DSHLOOP_HOST == "dsh" else "")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")

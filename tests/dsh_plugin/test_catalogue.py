@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from tests.conftest import ApiClient
-from tools.management.commands.tools_catalogue import catalogue
+from tools.catalogue import catalogue
 
 CHECKED_IN = Path(settings.BASE_DIR) / "dsh-plugin" / "src" / "catalogue.json"
 

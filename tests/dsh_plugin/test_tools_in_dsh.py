@@ -1,4 +1,4 @@
-"""The five tools inside a real DSH (issue 24, contract §13): an agent manages its own loops.
+"""The five tools inside a real DSH (contract §13): an agent manages its own loops.
 
 The agent is DSH's own, driven by a stub model that calls the tool it is told to (CALLTOOL); the
 plugin forwards each call to a real dshloop, whose `runloops` delivers into the same DSH.

@@ -67,7 +67,7 @@ class Command(BaseCommand):
         self.stdout.write(f'Global interface session created: {session_id} (the target "self")')
 
     def ensure_dsh_global_session(self) -> None:
-        """Issue 24: on DSH too, `self` works out of the box. DSH has no global interface, so one
+        """On DSH too, `self` works out of the box. DSH has no global interface, so one
         stable session (DSHLOOP_GLOBAL_SESSION_ID, default dshloop-global) is made in DSH once. DSH
         down is not fatal: the next bootstrap makes it, and until then `self` is unavailable."""
         host = get_host()

@@ -1,8 +1,9 @@
 """`manage.py tools_catalogue`: GET /api/tools's body, written without a server.
 
 The DSH plugin (dsh-plugin/) carries this catalogue built in, so that an agent has the five tools
-even when dshloop is down while DSH starts (contract §13); `make dsh-plugin-catalogue` regenerates
-dsh-plugin/src/catalogue.json and a test keeps the checked-in copy equal to this output.
+even when dshloop is down while DSH starts (contract §13). After a change to a tool:
+`.venv/bin/python manage.py tools_catalogue > dsh-plugin/src/catalogue.json`; a test fails while the
+checked-in copy differs.
 """
 
 from __future__ import annotations
@@ -11,11 +12,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from tools.catalogue import TOOLS
-
-
-def catalogue() -> dict:
-    return {"tools": [tool.definition() for tool in TOOLS]}
+from tools.catalogue import catalogue
 
 
 class Command(BaseCommand):
