@@ -227,7 +227,14 @@ class DshHost:
             return False
         payload = {"sessionId": self.global_session_id}
         if self.cwd:
-            payload["cwd"] = self.cwd
+            # Made in the workspace of that directory (found or made): DSH Web lists a workspace's
+            # sessions, and a session made with a bare cwd joins none.
+            value = self.call("workspace.create", {"path": self.cwd})
+            workspace = value.get("workspace") if isinstance(value, dict) else None
+            workspace_id = workspace.get("workspaceId") if isinstance(workspace, dict) else None
+            if not isinstance(workspace_id, str) or not workspace_id:
+                raise DshError("DSH made a workspace but sent no workspaceId.", transient=True)
+            payload["workspaceId"] = workspace_id
         self.call("session.create", payload)
         self.call("session.rename", {"sessionId": self.global_session_id, "title": title})
         return True

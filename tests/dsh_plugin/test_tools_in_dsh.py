@@ -124,6 +124,9 @@ def test_self_works_in_dsh_out_of_the_box(plugin_dsh, dshloop, workspace, settin
         plugin_dsh.sessions()[settings.DSH_GLOBAL_SESSION_ID]["projections"]["values"]["title"]
         == "dshloop: global interface"
     )
+    # In the workspace of DSHLOOP_DSH_CWD, where DSH Web lists it.
+    [listed_in] = [item for item in plugin_dsh.call("workspace.list")["items"] if item["path"] == str(workspace)]
+    assert settings.DSH_GLOBAL_SESSION_ID in listed_in["sessionIds"]
 
     plugin_dsh.call("session.create", {"sessionId": "ses-d", "cwd": str(workspace)})
     loop = agent_calls(
