@@ -67,10 +67,18 @@ export function apply(ctx: ClientContext): void {
   }, LoopStatus))
 }
 
+// Each answer names the session it is for: when the composer switches conversation, the previous
+// one's loops are never drawn under the new one's name while its first answer is on the way.
 type View =
-  | { readonly kind: 'loading' }
-  | { readonly kind: 'ready'; readonly answer: StatusAnswer }
-  | { readonly kind: 'error'; readonly message: string; readonly unreachable: boolean; readonly answer?: StatusAnswer }
+  | { readonly kind: 'loading'; readonly sessionId?: undefined }
+  | { readonly kind: 'ready'; readonly sessionId: string; readonly answer: StatusAnswer }
+  | {
+    readonly kind: 'error'
+    readonly sessionId: string
+    readonly message: string
+    readonly unreachable: boolean
+    readonly answer?: StatusAnswer
+  }
 
 export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): ReactElement | null {
   const [view, setView] = useState<View>({ kind: 'loading' })
@@ -84,14 +92,15 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
       if (typeof document === 'undefined' || !document.hidden) {
         try {
           const answer = await load(sessionId)
-          if (!stopped) setView({ kind: 'ready', answer })
+          if (!stopped) setView({ kind: 'ready', sessionId, answer })
         } catch (error) {
           if (!stopped) {
             setView(previous => ({
               kind: 'error',
+              sessionId,
               message: error instanceof Error ? error.message : String(error),
               unreachable: ['unreachable', 'timeout'].includes((error as { code?: string }).code ?? ''),
-              ...(previous.kind === 'loading' ? {} : { answer: previous.answer }),
+              ...(previous.kind === 'loading' || previous.sessionId !== sessionId ? {} : { answer: previous.answer }),
             }))
           }
         }
@@ -110,7 +119,7 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
     return () => clearInterval(ticker)
   }, [])
 
-  if (view.kind === 'loading') return null
+  if (view.kind === 'loading' || view.sessionId !== sessionId) return null
   if (view.kind === 'error' && view.answer === undefined) {
     return createElement('span', {
       'data-dshloop-status': sessionId,
