@@ -47,6 +47,7 @@ FAST := -m "not process and not browser"
 SLOW := -m "process or browser"
 
 test: $(TEST_STAMP)
+	scripts/build-dsh-plugin.sh "$(DSH_DIR)" test
 	$(PY) -m pytest $(FAST) $(PYTEST_ARGS)
 	$(PY) -m pytest $(SLOW) $(PYTEST_ARGS)
 	$(PY) -m pytest --ds=tests.settings_postgres $(FAST) $(PYTEST_ARGS)
@@ -62,11 +63,20 @@ DSH_DIR := $(or $(DSHLOOP_DSH_DIR),/var/cache/dshloop/dsh-0.1.0-rc.8)
 dsh:
 	scripts/install-dsh.sh "$(DSH_DIR)"
 
-# Style (ruff check, ruff format --check) and the import layers (import-linter, pyproject.toml).
+# The whole system on one machine: DSH (installed if missing) with dshloop's plugin, and
+# dshloop on DSH (DSHLOOP_HOST=dsh), a token wired between them; both URLs printed; Ctrl-C stops
+# both. DSH's data lives in $(VAR_DIR)/dsh-home. Set DEEPSEEK_API_KEY for real model turns.
+.PHONY: run-dsh
+run-dsh: $(RUN_STAMP) $(VAR_DIR)/secret_key
+	DSHLOOP_VAR_DIR=$(VAR_DIR) exec scripts/run-dsh.sh "$(DSH_DIR)"
+
+# Style (ruff check, ruff format --check), the import layers (import-linter, pyproject.toml) and the
+# DSH plugin's type-check and build (dsh-plugin/, with DSH's Node 22: skipped without it outside CI).
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	scripts/build-dsh-plugin.sh "$(DSH_DIR)" lint
 
 # Benchmarks of issue 7 against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
 # ~50 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.

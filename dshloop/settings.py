@@ -290,7 +290,10 @@ DSHLOOP_REQUEST_BODY_TIMEOUT_SECONDS = env_int("DSHLOOP_REQUEST_BODY_TIMEOUT_SEC
 # A client that reads nothing of a response for this many seconds is dropped (dshloop.slow_readers):
 # it must not hold the server thread that produces the response.
 DSHLOOP_RESPONSE_STALL_SECONDS = env_int("DSHLOOP_RESPONSE_STALL_SECONDS", 30)
-DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID")
+# The global interface session (`self`, the panel's creator). DSH has none of its own, so on DSH it
+# defaults to one stable session that `manage.py bootstrap` makes in DSH once.
+DSH_GLOBAL_SESSION_ID = "dshloop-global"
+DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID", DSH_GLOBAL_SESSION_ID if DSHLOOP_HOST == "dsh" else "")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
 # Contract §3 quota_exceeded (issue 12): at most this many active loops per target session, and per

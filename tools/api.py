@@ -13,7 +13,7 @@ from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn,
 from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
 
 from . import functions
-from .catalogue import TOOLS
+from .catalogue import catalogue
 
 router = Router(auth=tools_auth, tags=["tools"])
 
@@ -36,7 +36,7 @@ class ToolsOut(BaseModel):
 @router.get("", summary="Tool definitions", response=answers(ToolsOut))
 def list_tools(request):
     """The five tools as LLM function definitions (JSON Schemas of the validating models)."""
-    return {"tools": [tool.definition() for tool in TOOLS]}
+    return catalogue()
 
 
 @router.post(

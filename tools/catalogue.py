@@ -88,3 +88,8 @@ TOOLS = (
     ),
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def catalogue() -> dict:
+    """GET /api/tools's body; also built into the DSH plugin (manage.py tools_catalogue)."""
+    return {"tools": [tool.definition() for tool in TOOLS]}

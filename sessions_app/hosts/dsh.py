@@ -219,6 +219,26 @@ class DshHost:
         # DSH has no global interface: it is configured (contract §11); unset -> none.
         return self.get_session(self.global_session_id) if self.global_session_id else None
 
+    def ensure_global_session(self, title: str) -> bool:
+        """Make the configured global interface session in DSH when it is missing, titled so that a
+        person finds it in DSH Web (once it has a message); True when it was made now. DSH has no
+        global interface of its own (contract §11): this one session plays it for `self`."""
+        if not self.global_session_id or self._find(self.global_session_id) is not None:
+            return False
+        payload = {"sessionId": self.global_session_id}
+        if self.cwd:
+            # Made in the workspace of that directory (found or made): DSH Web lists a workspace's
+            # sessions, and a session made with a bare cwd joins none.
+            value = self.call("workspace.create", {"path": self.cwd})
+            workspace = value.get("workspace") if isinstance(value, dict) else None
+            workspace_id = workspace.get("workspaceId") if isinstance(workspace, dict) else None
+            if not isinstance(workspace_id, str) or not workspace_id:
+                raise DshError("DSH made a workspace but sent no workspaceId.", transient=True)
+            payload["workspaceId"] = workspace_id
+        self.call("session.create", payload)
+        self.call("session.rename", {"sessionId": self.global_session_id, "title": title})
+        return True
+
     def get_preset(self, name: str) -> PresetInfo | None:
         value = self.call("agentPreset.list", {})
         presets = value.get("presets") if isinstance(value, dict) else None

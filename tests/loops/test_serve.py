@@ -51,8 +51,9 @@ def alive(pids) -> list[int]:
 class Serve:
     """`manage.py serve` on a free loopback port, in a session of its own; its output goes to a file."""
 
-    def __init__(self, log_dir, **extra_env: str):
-        self.port = free_port()
+    def __init__(self, log_dir, *, port: int | None = None, **extra_env: str):
+        """port: a given one (a restarted server keeps its URL), else a free one."""
+        self.port = port or free_port()
         self.log_path = log_dir / "serve.log"
         env = {
             **os.environ,

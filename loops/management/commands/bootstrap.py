@@ -12,6 +12,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from sessions_app.hosts import get_host
+from sessions_app.hosts.base import HostError
 from sessions_app.models import SessionHeader
 from sessions_app.selectors import global_session_get
 from sessions_app.services import session_upsert
@@ -20,6 +22,7 @@ from tokens.services import token_create
 
 GLOBAL_SESSION_ID = "ses_global"
 GLOBAL_SESSION_TITLE = "Global interface"
+DSH_GLOBAL_SESSION_TITLE = "dshloop: global interface"
 
 
 class Command(BaseCommand):
@@ -28,7 +31,14 @@ class Command(BaseCommand):
         "printing each the first time."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--without-host",
+            action="store_true",
+            help="skip the global interface session on DSH (make run-dsh runs bootstrap again once DSH answers)",
+        )
+
+    def handle(self, *args, without_host=False, **options):
         User = get_user_model()
         if not User.objects.filter(is_superuser=True).exists():
             password = secrets.token_urlsafe(12)
@@ -39,6 +49,8 @@ class Command(BaseCommand):
             self.stdout.write(f"API token created (scopes tools, host, manage): {raw}")
         if settings.DSHLOOP_HOST == "local":
             self.ensure_global_session()
+        elif settings.DSHLOOP_HOST == "dsh" and not without_host:
+            self.ensure_dsh_global_session()
 
     def ensure_global_session(self) -> None:
         """Issue 12: a fresh install has a global interface, so `self` and the panel's loops work.
@@ -53,3 +65,19 @@ class Command(BaseCommand):
             changes["user_title"] = GLOBAL_SESSION_TITLE  # an existing session keeps its own title
         session_upsert(session_id=session_id, changes=changes)
         self.stdout.write(f'Global interface session created: {session_id} (the target "self")')
+
+    def ensure_dsh_global_session(self) -> None:
+        """On DSH too, `self` works out of the box. DSH has no global interface, so one
+        stable session (DSHLOOP_GLOBAL_SESSION_ID, default dshloop-global) is made in DSH once. DSH
+        down is not fatal: the next bootstrap makes it, and until then `self` is unavailable."""
+        host = get_host()
+        try:
+            created = host.ensure_global_session(DSH_GLOBAL_SESSION_TITLE)
+        except HostError as exc:
+            self.stderr.write(f"The global interface session was not made in DSH ({exc}); `self` waits for it.")
+            return
+        if created:
+            self.stdout.write(
+                f"Global interface session created in DSH: {settings.DSHLOOP_GLOBAL_SESSION_ID} "
+                f'("{DSH_GLOBAL_SESSION_TITLE}", the target "self")'
+            )

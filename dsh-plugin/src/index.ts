@@ -1,0 +1,225 @@
+/**
+ * dshloop's DSH plugin, host half (contract §13): the five loop tools on every root agent, each call
+ * forwarded to dshloop as that agent's session, and a loopback RPC channel the composer status reads.
+ *
+ * Only the few DSH APIs used here are typed below (DSH 0.1.0-rc.8, see ../shared/DSH-PLUGIN.md), so
+ * the plugin builds and type-checks without DSH's packages and imports nothing from DSH at run time.
+ */
+
+import builtIn from './catalogue.json' with { type: 'json' }
+import {
+  baseUrl,
+  callTool,
+  DshloopError,
+  type Endpoint,
+  fetchCatalogue,
+  type Json,
+  parseCatalogue,
+  type ToolDefinition,
+} from './dshloop.ts'
+import { panelUrl } from './status.ts'
+
+export const name = 'dshloop'
+export const inject = ['agents', 'tools', 'connection']
+
+export interface Config {
+  /** dshloop's URL; the patch row defaults it to $DSHLOOP_URL, else http://127.0.0.1:8000. */
+  readonly url?: string
+  /** How long one call to dshloop may take (seconds). */
+  readonly timeoutSeconds?: number
+  /** Ask the person before an agent creates a loop with session_id "new" (see README). */
+  readonly askBeforeNewSessionLoops?: boolean
+}
+
+interface Disposer {
+  (): void | Promise<void>
+}
+
+interface ToolExecution {
+  readonly name: string
+  readonly arguments?: unknown
+  readonly agent?: Agent
+  readonly signal: AbortSignal
+}
+
+interface Agent {
+  readonly id: string
+  readonly ctx: {
+    readonly tools: { register(definition: unknown): Disposer }
+    effect(body: () => Disposer, label: string): Disposer
+  }
+}
+
+interface RpcResult {
+  readonly ok: boolean
+  readonly value?: unknown
+  readonly error?: { readonly code: string; readonly message: string; readonly details: Record<string, unknown> }
+}
+
+interface HostContext {
+  readonly agents: { roots(): readonly Agent[] }
+  readonly connection: {
+    readonly rpc: {
+      handle(
+        channel: string,
+        handler: (endpoint: string, payload: unknown, signal: AbortSignal) => Promise<RpcResult>,
+        options: { readonly authority: 'loopback' },
+      ): Disposer
+    }
+  }
+  readonly logger: { info(message: string): void; warn(message: string): void }
+  on(event: 'agent/created' | 'agent/disposed', listener: (payload: { agent: Agent }) => void): () => void
+  on(event: 'tools/pre-execute', listener: (exec: ToolExecution, next: () => Promise<{ kind: string }>) => unknown): () => void
+  effect(body: () => Disposer | Promise<Disposer>, label: string): unknown
+}
+
+export const RPC_CHANNEL = '/dshloop'
+const DEFAULT_URL = 'http://127.0.0.1:8000'
+const DEFAULT_TIMEOUT_SECONDS = 10
+
+export const SUBAGENT_REFUSAL =
+  'The loop tools belong to the conversation\'s main agent, not to a subagent: a subagent\'s session ' +
+  'ends with its task, so a loop could neither target it nor be owned by it. Report back and let the ' +
+  'main agent create, list or delete loops.'
+
+export function apply(ctx: HostContext, config: Config = {}): void {
+  // The token is read here, from the DSH process's environment, and never from the patch row: a
+  // config value is shown by `dsh … --dump-config` and DSH Web's plugin settings. DSH's subprocess
+  // layer drops *TOKEN* variables from every tool's child environment (dsh-subprocess,
+  // scrubbedParentEnv), so a bash tool does not see it either; a test checks both.
+  const endpoint: Endpoint = {
+    url: baseUrl(config.url || process.env.DSHLOOP_URL || DEFAULT_URL),
+    token: process.env.DSHLOOP_TOKEN ?? '',
+    timeoutMs: Math.max(1, config.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
+  }
+  if (endpoint.token === '') {
+    ctx.logger.warn('dshloop: DSHLOOP_TOKEN is not set; every loop tool call will answer unauthorized')
+  }
+
+  ctx.effect(() => {
+    let catalogue: readonly ToolDefinition[] = parseCatalogue(builtIn) ?? []
+    let confirmed = false // true once dshloop itself has served the catalogue in use
+    let refreshing: Promise<void> | undefined
+    const mounted = new Map<Agent, Disposer>()
+    let alive = true
+
+    const mount = (agent: Agent): void => {
+      if (!alive || mounted.has(agent) || !ctx.agents.roots().includes(agent)) return
+      const tools = catalogue
+      mounted.set(agent, agent.ctx.effect(() => registerTools(agent, tools), 'dshloop: loop tools'))
+    }
+
+    // A tool name may be registered once per agent layer: the old registrations must be gone
+    // (their disposer may settle later) before the new catalogue's go in.
+    const remountAll = async (): Promise<void> => {
+      for (const [agent, dispose] of [...mounted]) {
+        mounted.delete(agent)
+        try {
+          await dispose()
+          mount(agent)
+        } catch (error) {
+          ctx.logger.warn(`dshloop: could not renew the loop tools of ${agent.id}: ${String(error)}`)
+        }
+      }
+    }
+
+    // The built-in catalogue is what dshloop served when the plugin was built; dshloop's own answer
+    // wins once it gives one (a newer server may describe its tools better), without a DSH restart.
+    const refresh = (): Promise<void> => {
+      refreshing ??= fetchCatalogue(endpoint)
+        .then(async served => {
+          confirmed = true
+          if (alive && JSON.stringify(served) !== JSON.stringify(catalogue)) {
+            catalogue = served
+            await remountAll()
+          }
+        })
+        .catch((error: unknown) => {
+          ctx.logger.info(`dshloop: the built-in tool catalogue stays in use: ${String(error)}`)
+        })
+        .finally(() => {
+          refreshing = undefined
+        })
+      return refreshing
+    }
+
+    const registerTools = (agent: Agent, tools: readonly ToolDefinition[]): Disposer => {
+      const disposers = tools.map(tool => agent.ctx.tools.register({
+        name: tool.name,
+        description: tool.description,
+        parameters: tool.input_schema, // raw JSON Schema: DSH passes it to the model unchanged
+        output: { schema: {}, render: (_args: unknown, value: unknown) => [{ type: 'text', text: JSON.stringify(value) }] },
+        // DSH's own bound on the call, a backstop behind the fetch timeout.
+        timeoutMs: endpoint.timeoutMs + 5_000,
+        async execute(args: unknown, exec: ToolExecution): Promise<Json> {
+          // DSH rc.8 does not hand a root agent's own registrations to its subagents (their call is
+          // "unknown tool"); should a later DSH do so, the caller must still be the agent's own
+          // session (contract §13), so any other agent is refused.
+          if (exec.agent !== agent) throw new DshloopError('subagent', SUBAGENT_REFUSAL)
+          const value = await callTool(endpoint, tool.name, args, agent.id, exec.signal)
+          if (!confirmed) void refresh()
+          return value
+        },
+      }))
+      return async () => {
+        for (const dispose of disposers.reverse()) await dispose()
+      }
+    }
+
+    for (const agent of ctx.agents.roots()) mount(agent)
+    const stopCreated = ctx.on('agent/created', ({ agent }) => mount(agent))
+    const stopDisposed = ctx.on('agent/disposed', ({ agent }) => {
+      mounted.delete(agent) // its ctx disposes the registrations with it
+    })
+    const stopAsk = config.askBeforeNewSessionLoops
+      ? ctx.on('tools/pre-execute', async (exec, next) => {
+          const downstream = await next()
+          if (downstream.kind !== 'allow' || exec.name !== 'loop_create' || !mounted.has(exec.agent as Agent)) return downstream
+          const args = exec.arguments as { session_id?: unknown } | undefined
+          if (args?.session_id !== 'new') return downstream
+          return {
+            kind: 'ask',
+            reason: 'This loop starts a fresh, unattended agent session on every run. Review its prompt and schedule.',
+          }
+        })
+      : () => {}
+    const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) =>
+      handleRpc(endpoint, rpcEndpoint, payload, signal), { authority: 'loopback' })
+    void refresh()
+
+    return async () => {
+      alive = false
+      stopCreated()
+      stopDisposed()
+      stopAsk()
+      for (const dispose of mounted.values()) await dispose()
+      mounted.clear()
+      await stopRpc()
+    }
+  }, 'dshloop: host')
+}
+
+/**
+ * `POST /dshloop/status {sessionId}` from DSH Web (loopback only): that session's loops, as
+ * `loop_list {}` answers them for that session as the caller — never another session's (spec §8.1).
+ */
+export async function handleRpc(endpoint: Endpoint, rpcEndpoint: string, payload: unknown, signal: AbortSignal): Promise<RpcResult> {
+  const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId
+  if (rpcEndpoint !== 'status') return rpcError('not-found', `unknown endpoint ${rpcEndpoint}`)
+  if (typeof sessionId !== 'string' || sessionId === '') return rpcError('bad-request', 'sessionId must be a non-empty string')
+  try {
+    const answer = await callTool(endpoint, 'loop_list', {}, sessionId, signal)
+    const loops = (answer as { loops?: unknown }).loops
+    return { ok: true, value: { loops: Array.isArray(loops) ? loops : [], panelUrl: panelUrl(endpoint.url, sessionId) } }
+  } catch (error) {
+    const code = error instanceof DshloopError ? error.code : 'internal'
+    // A conversation dshloop's host does not know yet (a draft DSH Web shows before its first
+    // message): no loop can target it, so it has none.
+    if (code === 'unknown_session') return { ok: true, value: { loops: [], panelUrl: panelUrl(endpoint.url, sessionId) } }
+    return rpcError(code, error instanceof Error ? error.message : String(error))
+  }
+}
+
+function rpcError(code: string, message: string): RpcResult {
+  return { ok: false, error: { code, message, details: {} } }
+}

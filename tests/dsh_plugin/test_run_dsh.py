@@ -1,0 +1,106 @@
+"""`make run-dsh` (scripts/run-dsh.sh): the whole system on one machine, and Ctrl-C stops all of it.
+
+The script runs as a person runs it, in its own process group with its own var/ directory and
+ports, with the stub model as DSH's model: an agent's loop_list reaches dshloop through the plugin
+with the token the script wired, a `self` loop is possible at once, and a SIGINT to the group (what
+Ctrl-C sends) leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from tests.dsh import DshHost, require_dsh_dir
+from tests.loops.test_serve import free_port
+from tests.processes import wait_for
+
+from .conftest import agent_calls
+
+pytestmark = [pytest.mark.process, pytest.mark.dsh]
+
+RUN_DSH = Path(settings.BASE_DIR) / "scripts" / "run-dsh.sh"
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/health", timeout=2).status_code == 200
+    except httpx.HTTPError:  # not serving yet
+        return False
+
+
+def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stub_model):
+    install = require_dsh_dir()
+    dshloop_port, dsh_port = free_port(), free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DATABASE_URL", "DJANGO_", "DSHLOOP_", "DSH_"))
+    }
+    env.update(
+        stub_model.env(),
+        DSHLOOP_VAR_DIR=str(tmp_path / "var"),
+        DSHLOOP_PORT=str(dshloop_port),
+        DSH_PORT=str(dsh_port),
+        DJANGO_SECRET_KEY="test-run-dsh-not-a-secret",
+    )
+    log = tmp_path / "run-dsh.log"
+    with open(log, "wb") as out:
+        script = subprocess.Popen(
+            [str(RUN_DSH), str(install)], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        wait_for(
+            lambda: "Ctrl-C stops both." in log.read_text() or script.poll() is not None,
+            timeout=120,
+            interval=0.5,
+            message="run-dsh to print its URLs",
+        )
+        text = log.read_text()
+        assert script.poll() is None, text
+        assert (
+            f"DSH Web:  http://127.0.0.1:{dsh_port}" in text
+            and f"dshloop:  http://127.0.0.1:{dshloop_port}/panel/" in text
+        )
+        wait_for(
+            lambda: healthy(f"http://127.0.0.1:{dshloop_port}"),
+            timeout=60,
+            interval=0.5,
+            message="dshloop to answer",
+        )
+
+        dsh = DshHost(install, tmp_path / "var" / "dsh-home", port=dsh_port)  # the script's DSH, only called
+        dsh.call("session.create", {"sessionId": "ses-try", "cwd": str(tmp_path)})
+        assert agent_calls(dsh, "ses-try", "loop_list", {}).json() == {"loops": []}  # token wired
+        made = agent_calls(
+            dsh,
+            "ses-try",
+            "loop_create",
+            {"prompt": "Report", "schedule": {"kind": "after", "after_seconds": 600}, "session_id": "self"},
+        ).json()
+        assert made["session_id"] == "self"  # a global interface session out of the box
+    finally:
+        if script.poll() is None:
+            os.killpg(script.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
+        try:
+            script.wait(40)
+        finally:
+            leftover = group_alive(script.pid)
+            if leftover:
+                os.killpg(script.pid, signal.SIGKILL)
+    assert not leftover, f"processes left after Ctrl-C:\n{log.read_text()[-3000:]}"
+    assert "stopped DSH and dshloop" in log.read_text()
