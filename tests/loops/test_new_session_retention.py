@@ -4,51 +4,22 @@ runs stay. On both engines (the suite's two passes)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
-import time_machine
 from django.utils import timezone
 
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
 from loops.events import Actor
-from loops.models import ActorKind, LoopRun, RunStatus
+from loops.models import ActorKind, LoopRun
 from loops.retention import Pruner, prune
 from sessions_app.models import InboxMessage, InboxSequence, SessionHeader
 from sessions_app.services import inbox_deliver_many, session_upsert
 from tests.conftest import T0, create_loop, every, s
+from tests.loops.new_runs import fire_at, new_loop_with_runs, sessions_made_for
 
 pytestmark = pytest.mark.django_db
 
 OPERATOR = Actor(ActorKind.TOKEN, "ops")
-LONG = "Summarise the night's alerts. " * 20
-
-
-def fire_at(now: datetime) -> list[LoopRun]:
-    """Claim what is due at `now` and deliver it, as the scheduler does."""
-    with time_machine.travel(now, tick=False):
-        run_ids = claim_due(now=now)
-        deliver_runs(run_ids)
-    return list(LoopRun.objects.filter(run_id__in=run_ids))
-
-
-def new_loop_with_runs(count: int, *, prompt: str = LONG) -> tuple[str, list[LoopRun]]:
-    """A `new` loop every 10 s that fired `count` times through the embedded host."""
-    loop = create_loop(every(10), prompt=prompt, target="new", at=T0)
-    runs = []
-    for index in range(1, count + 1):
-        runs += fire_at(T0 + s(10 * index))
-    assert [run.status for run in runs] == [RunStatus.DELIVERED] * count
-    return loop.loop_id, sorted(runs, key=lambda run: run.scheduled_at)
-
-
-def sessions_made_for(runs: list[LoopRun]) -> set[str]:
-    return set(
-        SessionHeader.objects.filter(created_for__in=[run.occurrence_key for run in runs]).values_list(
-            "session_id", flat=True
-        )
-    )
 
 
 # -- (a) the sessions made for `new` runs ----------------------------------------------------------

@@ -4,8 +4,6 @@ run's revision's prompt. On both engines (the suite's two passes)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
 import time_machine
 from django.db import connection
@@ -13,46 +11,20 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from loops.claims import claim_due
-from loops.delivery import deliver_run, deliver_runs
+from loops.delivery import deliver_run
 from loops.events import Actor
 from loops.message import loop_message
-from loops.models import ActorKind, LoopPrompt, LoopRun, RunStatus
+from loops.models import ActorKind, LoopPrompt, LoopRun
 from loops.operations import loop_edit, loop_run_now
 from loops.retention import Pruner
 from loops.services import loop_delete
-from sessions_app.models import InboxMessage, SessionHeader
+from sessions_app.models import InboxMessage
 from tests.conftest import T0, create_loop, every, s
+from tests.loops.new_runs import LONG, fire_at, new_loop_with_runs
 
 pytestmark = pytest.mark.django_db
 
 OPERATOR = Actor(ActorKind.TOKEN, "ops")
-LONG = "Summarise the night's alerts. " * 20
-
-
-def fire_at(now: datetime) -> list[LoopRun]:
-    """Claim what is due at `now` and deliver it, as the scheduler does."""
-    with time_machine.travel(now, tick=False):
-        run_ids = claim_due(now=now)
-        deliver_runs(run_ids)
-    return list(LoopRun.objects.filter(run_id__in=run_ids))
-
-
-def new_loop_with_runs(count: int, *, prompt: str = LONG) -> tuple[str, list[LoopRun]]:
-    """A `new` loop every 10 s that fired `count` times through the embedded host."""
-    loop = create_loop(every(10), prompt=prompt, target="new", at=T0)
-    runs = []
-    for index in range(1, count + 1):
-        runs += fire_at(T0 + s(10 * index))
-    assert [run.status for run in runs] == [RunStatus.DELIVERED] * count
-    return loop.loop_id, sorted(runs, key=lambda run: run.scheduled_at)
-
-
-def sessions_made_for(runs: list[LoopRun]) -> set[str]:
-    return set(
-        SessionHeader.objects.filter(created_for__in=[run.occurrence_key for run in runs]).values_list(
-            "session_id", flat=True
-        )
-    )
 
 
 # -- (b) one prompt per revision -------------------------------------------------------------------
