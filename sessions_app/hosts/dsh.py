@@ -225,19 +225,22 @@ class DshHost:
         global interface of its own (contract §11): this one session plays it for `self`."""
         if not self.global_session_id or self._find(self.global_session_id) is not None:
             return False
-        payload = {"sessionId": self.global_session_id}
-        if self.cwd:
-            # Made in the workspace of that directory (found or made): DSH Web lists a workspace's
-            # sessions, and a session made with a bare cwd joins none.
-            value = self.call("workspace.create", {"path": self.cwd})
-            workspace = value.get("workspace") if isinstance(value, dict) else None
-            workspace_id = workspace.get("workspaceId") if isinstance(workspace, dict) else None
-            if not isinstance(workspace_id, str) or not workspace_id:
-                raise DshError("DSH made a workspace but sent no workspaceId.", transient=True)
-            payload["workspaceId"] = workspace_id
-        self.call("session.create", payload)
+        self.call("session.create", {"sessionId": self.global_session_id, **self._placement()})
         self.call("session.rename", {"sessionId": self.global_session_id, "title": title})
         return True
+
+    def _placement(self) -> dict:
+        """Where a session dshloop makes goes: the workspace of DSHLOOP_DSH_CWD (found or made), since
+        DSH Web lists a workspace's sessions and a session made with a bare cwd joins none; with no
+        cwd configured, DSH's own default."""
+        if not self.cwd:
+            return {}
+        value = self.call("workspace.create", {"path": self.cwd})
+        workspace = value.get("workspace") if isinstance(value, dict) else None
+        workspace_id = workspace.get("workspaceId") if isinstance(workspace, dict) else None
+        if not isinstance(workspace_id, str) or not workspace_id:
+            raise DshError("DSH made a workspace but sent no workspaceId.", transient=True)
+        return {"workspaceId": workspace_id}
 
     def get_preset(self, name: str) -> PresetInfo | None:
         value = self.call("agentPreset.list", {})
@@ -259,9 +262,7 @@ class DshHost:
         return session
 
     def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
-        payload = {"sessionId": new_session_id(source["occurrence_key"])}
-        if self.cwd:
-            payload["cwd"] = self.cwd
+        payload = {"sessionId": new_session_id(source["occurrence_key"]), **self._placement()}
         if preset and preset != settings.DSHLOOP_DEFAULT_PRESET:
             payload["agentPreset"] = preset  # the profile default: DSH's own default preset
         value = self.call("session.create", payload)

@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transa
 
 @pytest.fixture
 def workspace(tmp_path) -> Path:
-    return tmp_path / "work"
+    path = tmp_path / "work"
+    path.mkdir()  # a real directory: dshloop places its sessions in its DSH workspace
+    return path
 
 
 @pytest.fixture

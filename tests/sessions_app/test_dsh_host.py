@@ -28,7 +28,9 @@ def real(dsh) -> RealDsh:
 
 @pytest.fixture
 def workspace(tmp_path):
-    return tmp_path / "work"
+    path = tmp_path / "work"
+    path.mkdir()  # a real directory: dshloop places its sessions in its DSH workspace
+    return path
 
 
 @pytest.fixture
@@ -92,6 +94,9 @@ def test_a_new_session_mounts_the_preset_and_one_occurrence_makes_one_session(ad
     assert adapter.create_session(preset="code", model="", first_prompt="x", source=source(key)) == session_id
     made = real.sessions()[session_id]
     assert made["agentPreset"] == "code" and made["cwd"] == str(workspace)
+    # In the workspace of that directory, where DSH Web lists it (a bare cwd joins no workspace).
+    [listed] = [item for item in real.call("workspace.list")["items"] if item["path"] == str(workspace)]
+    assert session_id in listed["sessionIds"]
 
 
 def test_the_profile_default_preset_is_dsh_default(adapter, real, settings):

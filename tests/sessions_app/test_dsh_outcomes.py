@@ -133,7 +133,9 @@ def modelled(tmp_path, stub_model) -> RealDsh:
 
 @pytest.fixture
 def workspace(tmp_path):
-    return tmp_path / "work"
+    path = tmp_path / "work"
+    path.mkdir()  # a real directory: dshloop places its sessions in its DSH workspace
+    return path
 
 
 def adapter_for(real: RealDsh, workspace) -> DshHost:
