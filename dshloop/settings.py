@@ -138,7 +138,7 @@ SECRET_KEY = env_str("DJANGO_SECRET_KEY")  # without it: the embedded mode's key
 SECRET_KEY_FILE = VAR_DIR / "secret_key"  # written once by `make run`, only read here
 
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
-# Behind a TLS-terminating proxy (README "Running in production"): the origins the panel's forms
+# Behind a TLS-terminating proxy (docs/production.md): the origins the panel's forms
 # are posted from, the header that tells Django a request came over HTTPS, and cookies sent over
 # HTTPS only. The cookie switches keep Django's names (those `manage.py check --deploy` reports),
 # one each as in Django, and are off by default as in Django: `make run` serves plain HTTP, where a

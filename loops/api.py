@@ -84,7 +84,7 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     given = payload.model_fields_set
     changes = {field: getattr(payload, field) for field in ("name", "prompt", "preset") if field in given}
     if "prompt" in changes and changes["prompt"] is None:
-        changes.pop("prompt")  # an explicit null means omitted (README "Inputs")
+        changes.pop("prompt")  # an explicit null means omitted (docs/tools-and-api.md "Inputs")
     if payload.schedule is not None:
         changes["schedule"] = payload.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=now)
     if payload.session_id is not None:

@@ -27,7 +27,7 @@ export interface Config {
   readonly url?: string
   /** How long one call to dshloop may take (seconds). */
   readonly timeoutSeconds?: number
-  /** Ask the person before an agent creates a loop with session_id "new" (see README). */
+  /** Ask the person before an agent creates a loop with session_id "new" (see docs/dsh.md). */
   readonly askBeforeNewSessionLoops?: boolean
 }
 

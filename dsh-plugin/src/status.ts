@@ -67,7 +67,7 @@ export function statusText(summary: StatusSummary, now: number): string {
   return parts.join(' · ')
 }
 
-/** The session's view in dshloop's panel (README "The panel"). */
+/** The session's view in dshloop's panel (docs/panel.md). */
 export function panelUrl(dshloopUrl: string, sessionId: string): string {
   return `${dshloopUrl.replace(/\/+$/, '')}/panel/?session=${encodeURIComponent(sessionId)}`
 }

@@ -1,8 +1,8 @@
 """A real DSH host over HTTP (contract §6): bearer token, JSON, a 10 s timeout, pooled connections.
 
-Failure mapping (the scheduler's failure policy, README "Semantics"): connection refused,
-timeouts, 5xx, 429 and malformed JSON are transient; a 404 on the target is permanent (or
-"missing" for lookups); any other 4xx is permanent, carrying the host's message.
+Failure mapping (the scheduler's failure policy, docs/tools-and-api.md "Semantics"): connection
+refused, timeouts, 5xx, 429 and malformed JSON are transient; a 404 on the target is permanent
+(or "missing" for lookups); any other 4xx is permanent, carrying the host's message.
 
 Session headers the host returns are written to the local cache (SessionHeader), so that
 list_sessions still answers with durable titles when a session is cold or the host is down:

@@ -246,7 +246,7 @@ def test_detail_shows_the_next_five_fire_times_across_a_dst_change(staff_client,
 
     with time_machine.travel(before_spring_forward + timedelta(minutes=1), tick=False):
         html = staff_client.get(f"/panel/loops/{loop.loop_id}/").content.decode()
-    # 02:30 does not exist in Berlin on 30 March 2025: that day is skipped (README "DST").
+    # 02:30 does not exist in Berlin on 30 March 2025: that day is skipped (docs/tools-and-api.md "DST").
     assert "2025-03-28 02:30:00 CET (UTC+01:00)" in html
     assert "2025-03-29 02:30:00 CET (UTC+01:00)" in html
     assert "2025-03-30 02:30" not in html

@@ -1,4 +1,4 @@
-"""The invariants every fault-injection scenario ends with (issue 7; spec §3, §5; README "Semantics").
+"""The invariants every fault-injection scenario ends with (issue 7; spec §3, §5; docs/tools-and-api.md "Semantics").
 
 After any mix of racing schedulers, kill -9 and database restarts, for the loops of a scenario:
 
@@ -10,7 +10,7 @@ After any mix of racing schedulers, kill -9 and database restarts, for the loops
    delivered occurrence, in the target's inbox, naming that run;
 3. every run scheduled before `until` is terminal (delivered); every later one is terminal or
    recoverable: still open with a `retry_at` at which any scheduler re-drives it;
-4. a loop is `running` exactly while it has one occurrence in flight (README: "at most one
+4. a loop is `running` exactly while it has one occurrence in flight (docs/tools-and-api.md: "at most one
    occurrence in flight"), so no loop is stuck `running` with nothing to finish it;
 5. no burst: a claim always takes the latest due occurrence, so a run is claimed less than one
    period after its scheduled time — a late scheduler delivers once, never replays the backlog.

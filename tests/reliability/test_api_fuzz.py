@@ -111,7 +111,7 @@ TARGETS = st.sampled_from([None, "ses_caller", "ses_global", "self", "new"])
 def plausible_create_body(body: dict, *, target: str | None, expr: str, tz: str | None, preset: bool) -> dict:
     body = {key: value for key, value in body.items() if value is not None}
     # JSON Schema counts 1.0 as an integer, so schemathesis sends it as one; the contract refuses
-    # fractions, even 1.0 (README "Semantics"): a positive duration is sent as a JSON integer.
+    # fractions, even 1.0 (docs/tools-and-api.md "Semantics"): a positive duration is sent as a JSON integer.
     for holder, key in (
         (body, "time_in_seconds"),
         (body.get("schedule") or {}, "every_seconds"),

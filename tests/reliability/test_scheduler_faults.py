@@ -49,7 +49,7 @@ def test_racing_schedulers_dispatch_every_occurrence_once(processes, schedulers,
 
 
 def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(tmp_path, make_session):
-    """Runs are leased: a process killed at any point leaves runs any scheduler re-drives (README)."""
+    """Runs are leased: a process killed at any point leaves runs any scheduler re-drives (docs/tools-and-api.md)."""
     sessions = [make_session(f"ses_{i:03d}").session_id for i in range(50)]
     # A short lease, so that a killed process's runs are re-driven within the test.
     schedulers = Schedulers(tmp_path, DSHLOOP_RUN_LEASE_SECONDS="3")
