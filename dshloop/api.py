@@ -70,8 +70,8 @@ api = DshloopApi(
         "(dshloop_occurrences_total{result}, dshloop_missed_occurrences_total, "
         "dshloop_delivery_lateness_seconds, dshloop_due_backlog, dshloop_open_runs, "
         "dshloop_oldest_open_run_age_seconds, dshloop_loops{state}, dshloop_scheduler_instances, "
-        "dshloop_scheduler_last_tick_timestamp_seconds, dshloop_http_unexpected_errors_total); see the README's "
-        'Monitoring section. Every error has the body `{"error": {"code", "message", "field"?}}`; '
+        "dshloop_scheduler_last_tick_timestamp_seconds, dshloop_http_unexpected_errors_total); see docs/monitoring.md "
+        'in the repository. Every error has the body `{"error": {"code", "message", "field"?}}`; '
         "besides each operation's own, any of them may answer 503 `unavailable` (the database cannot be reached: "
         "retry after the `Retry-After` header's seconds) or, for a bug, 500 `internal_error`."
     ),
