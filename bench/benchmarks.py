@@ -338,14 +338,14 @@ def explain_summary(plan: str) -> dict:
 def scrape_cost(system: System, *, repeat: int, explain_path: Path) -> dict:
     """GET /metrics against the current table, in-process through the Django test client (token
     auth, the counters, the gauge statement, the text format; no network), and the gauge statement
-    alone (loops.gauges.read_gauges): wall ms, the harness's CPU (Python) and the database backend's
+    alone (monitoring.gauges.read_gauges): wall ms, the harness's CPU (Python) and the database backend's
     CPU (/proc of the connection's server process; parallel workers, which exit with each query, are
     not in it: the plan counts them) per call; and the statement's EXPLAIN (ANALYZE,
     BUFFERS), written to `explain_path`."""
     from django.db import connection
     from django.test import Client
 
-    from loops.gauges import read_gauges
+    from monitoring.gauges import read_gauges
 
     client, token = Client(), manage_token("bench-metrics")
     headers = {"Authorization": f"Bearer {token}"}

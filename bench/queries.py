@@ -29,9 +29,10 @@ def captured_sql(run) -> list[str]:
 
 
 def dshloop_claim_sql() -> str:
-    """loops.claims.claim_due's SELECT … FOR UPDATE SKIP LOCKED of the earliest due loops."""
-    from loops.claims import CLAIM_BATCH, free_rows
+    """scheduler.claims.claim_due's SELECT … FOR UPDATE SKIP LOCKED of the earliest due loops."""
     from loops.models import Loop, LoopState
+    from loops.runs import free_rows
+    from scheduler.claims import CLAIM_BATCH
 
     due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=timezone.now()).order_by("next_at")
     [sql] = captured_sql(lambda: list(free_rows(due)[:CLAIM_BATCH]))
@@ -39,8 +40,8 @@ def dshloop_claim_sql() -> str:
 
 
 def dshloop_deadline_sql() -> list[str]:
-    """loops.claims.next_wakeup: the two MIN() queries every clock tick runs, due or not."""
-    from loops.claims import next_wakeup
+    """scheduler.claims.next_wakeup: the two MIN() queries every clock tick runs, due or not."""
+    from scheduler.claims import next_wakeup
 
     return captured_sql(next_wakeup)
 

@@ -250,22 +250,22 @@ def b1_section(results: dict, sizes: dict) -> str:
 # The hot path as issue 17 left it, and the decisions it measured (in-process, 10,000 occurrences on this
 # machine's PostgreSQL, cProfile and /proc CPU times; docs/BENCHMARKS.md keeps them beside each run).
 B1_NOTES = (
-    "**Where an occurrence goes (issue 17).** A claim (`loops.claims.claim_due`) locks up to 500 due loops "
+    "**Where an occurrence goes (issue 17).** A claim (`scheduler.claims.claim_due`) locks up to 500 due loops "
     "(`FOR UPDATE SKIP LOCKED`, 13 columns), computes each next deadline, moves the loops with one "
     "set-based UPDATE, inserts the runs with one INSERT and enqueues one django-q2 task per 250 runs, in "
-    "one transaction. With the embedded host a delivery (`loops.delivery.deliver_runs`) is then one "
+    "one transaction. With the embedded host a delivery (`scheduler.delivery.deliver_runs`) is then one "
     "transaction: lock the runs and their loops, read their sessions, insert the inbox messages, and "
     "record the runs and loops in set-based UPDATEs; the row locks are the lease, so the separate "
     "lease-taking UPDATE of each run is gone, and a crash rolls the messages back with the records "
     "(`attempt` counts hand-outs, so a run whose driver keeps dying is still given up). The hot path "
-    "reads rows, not model instances (`loops.rows`). Rows written per occurrence: the loop twice (claim, "
+    "reads rows, not model instances (`scheduler.rows`). Rows written per occurrence: the loop twice (claim, "
     "record), the run twice (insert, record), the message once, plus a task row per 250; the LIKE-only "
     "`_like` indexes Django adds on PostgreSQL and the run table's redundant `loop_id` index are dropped "
     "(a run has 4 indexes instead of 8). Measured in-process before → after these changes, per "
     "occurrence: claim 87 → 63 µs, delivery 200 → 130 µs of Python CPU, PostgreSQL 190 → 155 µs. "
     "**Decisions.** PostgreSQL server-side binding (`server_side_binding`): no gain measured (Python "
     "CPU 199–213 µs with it, 196–208 without; PostgreSQL 160–164 vs 154–156), because the batch "
-    "statements already bind on the server through `dshloop.bulk`'s arrays: left off. The log line per "
+    "statements already bind on the server through `core.bulk`'s arrays: left off. The log line per "
     "occurrence costs about 13 µs of the scheduler's CPU (measured with the logger silenced): kept, "
     "because operators search these lines (issue 18 makes them JSON)."
 )
@@ -506,7 +506,7 @@ def b4_section(results: dict, sizes: dict) -> str:
         + "\n\n**Due query** — the query each scheduler runs to find due rows, captured from the product's own "
         "code (`bench/queries.py`) and timed with none due (median of "
         f"{sizes['b4_query_repeat']}): dshloop's claim (`SELECT … FOR UPDATE SKIP LOCKED LIMIT 500` "
-        "(`loops.claims.CLAIM_BATCH`) on `loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
+        "(`scheduler.claims.CLAIM_BATCH`) on `loop_due_idx`) and django-q2's scheduler pass (`SELECT … FOR UPDATE` of every due Schedule; "
         "`next_run` has no index).\n\n"
         + table(HEADER, query_rows)
         + b4_scrape(data, sizes)
@@ -559,7 +559,7 @@ def b4_scrape(data: dict, sizes: dict) -> str:
     ]
     return (
         f"\n\n**GET /metrics (issue 18)** — in-process through the Django test client (bearer token, the "
-        "counters, the one gauge statement of `loops.gauges.read_gauges`, the text format; no network), no "
+        "counters, the one gauge statement of `monitoring.gauges.read_gauges`, the text format; no network), no "
         f"scheduler running, at each size; p50/p99 of {sizes.get('b4_scrapes', '—')} after a warm-up, and the "
         "gauge statement alone. CPU per scrape: the PostgreSQL backend's (`/proc` of the connection's server "
         "process; the parallel workers a plan launches exit with the query and are not in it) and the "

@@ -87,10 +87,10 @@ def run_child(args) -> dict:
     from django.db import connection
     from django.utils import timezone
 
-    from dshloop.timeutil import truncate_to_ms
+    from core.timeutil import truncate_to_ms
     from loops import schedules, services
     from loops.events import Actor
-    from loops.retention import Pruner
+    from scheduler.retention import Pruner
 
     call_command("migrate", verbosity=0)
     now = truncate_to_ms(timezone.now())
@@ -142,9 +142,9 @@ def run_hot_path(args) -> dict:
     from django.core.management import call_command
     from django.db import connection
 
-    from loops.claims import claim_due
-    from loops.delivery import deliver_runs
     from loops.models import Loop
+    from scheduler.claims import claim_due
+    from scheduler.delivery import deliver_runs
     from sessions_app.models import SessionHeader
 
     call_command("migrate", verbosity=0)

@@ -245,7 +245,7 @@ class Dshloop(System):
     def due_queries(self):
         from .queries import dshloop_claim_sql, dshloop_deadline_sql
 
-        # The claim, and the per-tick deadline query (loops.claims.next_wakeup) every wake-up runs.
+        # The claim, and the per-tick deadline query (scheduler.claims.next_wakeup) every wake-up runs.
         return {"due_query_ms": [dshloop_claim_sql()], "deadline_query_ms": dshloop_deadline_sql()}
 
 

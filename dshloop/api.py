@@ -15,18 +15,18 @@ from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
-from loops.api import host_runs_router, loops_router, manage_router
-from loops.health import router as health_router
+from core.errors import ApiError, Forbidden, InvalidInput, NotFound, Unauthorized, host_unavailable
+from core.http import RAW_PATH_INFO
+from core.jsonparse import json_loads
+from core.validation import check_identifier, invalid_input_from
+from dshloop.middleware import error_for_exception, with_retry_after
+from loops.api import loops_router, manage_router
+from monitoring.health import router as health_router
+from scheduler.api import host_runs_router
 from sessions_app.api import host_router
 from sessions_app.hosts.base import HostError
+from tokens.auth import docs_access
 from tools.api import router as tools_router
-
-from .auth import docs_access
-from .errors import ApiError, Forbidden, InvalidInput, NotFound, Unauthorized, host_unavailable
-from .http import RAW_PATH_INFO
-from .jsonparse import json_loads
-from .middleware import error_for_exception, with_retry_after
-from .validation import check_identifier, invalid_input_from
 
 logger = logging.getLogger("dshloop.api")
 

@@ -2,7 +2,7 @@
 
 A request meets one of two kinds of failure that are not its own fault (contract §3 "Errors"):
 
-- The database cannot be reached (dshloop.errors.database_unavailable): 503 `unavailable` with
+- The database cannot be reached (core.errors.database_unavailable): 503 `unavailable` with
   `Retry-After`, logged as one warning line (an outage is not a bug: a traceback per request would
   bury the log), and this thread's broken connection is closed, so that the first request after the
   database is back opens a new one instead of failing on the dead one.
@@ -27,9 +27,8 @@ from django.db import connections
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
-from loops.metrics import count_unexpected_error
-
-from .errors import RETRY_AFTER_SECONDS, ApiError, Unavailable, UnexpectedError, database_unavailable, one_line
+from core.errors import RETRY_AFTER_SECONDS, ApiError, Unavailable, UnexpectedError, database_unavailable, one_line
+from monitoring.metrics import count_unexpected_error
 
 logger = logging.getLogger("dshloop.errors")
 
@@ -49,7 +48,7 @@ def answers_json(request: HttpRequest) -> bool:
 
 
 def drop_broken_connections() -> None:
-    """Close this thread's connections that no longer work (as loops.health does), never inside a
+    """Close this thread's connections that no longer work (as monitoring.health does), never inside a
     transaction: closing would doom it."""
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:

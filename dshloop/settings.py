@@ -160,8 +160,10 @@ INSTALLED_APPS = [
     "tokens",
     "sessions_app",
     "loops",
+    "scheduler",
     "tools",
     "panel",
+    "dshloop",
 ]
 # manage.py sets DSHLOOP_SCHEDULER_PROCESS for `runloops` only (issue 17). The scheduler serves no
 # page or API call and touches no user, so it loads only the task queue and the domain apps (none
@@ -170,7 +172,7 @@ INSTALLED_APPS = [
 # every admin.py and through them ninja, pydantic and httpx, ~19 MiB a process.
 SCHEDULER_PROCESS = env_bool("DSHLOOP_SCHEDULER_PROCESS")
 if SCHEDULER_PROCESS:
-    INSTALLED_APPS = ["django_q", "tokens", "sessions_app", "loops"]
+    INSTALLED_APPS = ["django_q", "tokens", "sessions_app", "loops", "scheduler"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -324,8 +326,8 @@ DSHLOOP_PRUNE_INTERVAL_SECONDS = env_int("DSHLOOP_PRUNE_INTERVAL_SECONDS", 3600)
 Q_CLUSTER = {
     "name": "dshloop",
     "orm": "default",
-    # The ORM broker, woken by NOTIFY on PostgreSQL instead of polling (loops/broker.py).
-    "broker_class": "loops.broker.NotifyingORM",
+    # The ORM broker, woken by NOTIFY on PostgreSQL instead of polling (scheduler/broker.py).
+    "broker_class": "scheduler.broker.NotifyingORM",
     "queue_limit": 4,  # tasks a cluster holds ahead of its workers; the rest stay for other clusters
     "workers": 2,
     "timeout": 60,
@@ -341,7 +343,7 @@ Q_CLUSTER = {
 }
 
 # Issue 18: "human" lines for a terminal (the default), or "json": one object per line for a log
-# pipeline, an occurrence's line with its loop_id, run_id, outcome … as keys (dshloop/logformat.py).
+# pipeline, an occurrence's line with its loop_id, run_id, outcome … as keys (core/logformat.py).
 # The one console handler uses it, so django-q2's lines are in the same format as ours.
 DSHLOOP_LOG_FORMAT = env_choice("DSHLOOP_LOG_FORMAT", "human", {"human", "json"})
 LOGGING = {
@@ -349,9 +351,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "human": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"class": "dshloop.logformat.JsonFormatter"},
+        "json": {"class": "core.logformat.JsonFormatter"},
     },
-    "filters": {"uncaught_only": {"()": "dshloop.logformat.UncaughtOnly"}},
+    "filters": {"uncaught_only": {"()": "core.logformat.UncaughtOnly"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": DSHLOOP_LOG_FORMAT},
         "console_uncaught": {

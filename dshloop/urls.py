@@ -2,10 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from loops.metrics import metrics_view
-
-from .api import api
-from .middleware import server_error
+from dshloop.api import api
+from dshloop.middleware import server_error
+from monitoring.metrics import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -19,7 +19,7 @@ import os
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
-from dshloop.http import CALLER_META_KEY, RAW_PATH_INFO
+from core.http import CALLER_META_KEY, RAW_PATH_INFO
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dshloop.settings")
 

@@ -15,15 +15,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from dshloop.admin import ReadOnlyAdmin
-from dshloop.errors import ApiError, UnknownLoop
-
-from . import humanize, operations, services
-from .events import Actor
-from .humanize import loop_zone, preview
-from .models import Loop, LoopRun, LoopState, SchedulerHeartbeat
-from .presenters import loop_state
-from .selectors import fire_times, loop_runs
+from core.admin import ReadOnlyAdmin
+from core.errors import ApiError, UnknownLoop
+from loops import humanize, operations, services
+from loops.events import Actor
+from loops.humanize import loop_zone, preview
+from loops.models import Loop, LoopRun, LoopState, SchedulerHeartbeat
+from loops.presenters import loop_state
+from loops.selectors import fire_times, loop_runs
 
 RUN_HISTORY = 50
 

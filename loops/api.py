@@ -11,20 +11,18 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from dshloop.auth import host_auth, manage_auth, tools_auth
-from dshloop.schemas import answers
-from dshloop.timeutil import to_ms, truncate_to_ms
-
-from . import operations, outcomes
-from .events import Actor, loop_events
-from .models import ActorKind
-from .presenters import event_view, loop_detail_view, run_view
-from .schemas import EventsOut, LoopDetail, LoopPatchIn, OutcomeIn, RunsOut, RunView, UpcomingOut
-from .selectors import fire_times, loop_get, loop_runs
+from core.schemas import answers
+from core.timeutil import to_ms, truncate_to_ms
+from loops import operations
+from loops.events import Actor, loop_events
+from loops.models import ActorKind
+from loops.presenters import event_view, loop_detail_view, run_view
+from loops.schemas import EventsOut, LoopDetail, LoopPatchIn, RunsOut, RunView, UpcomingOut
+from loops.selectors import fire_times, loop_get, loop_runs
+from tokens.auth import manage_auth, tools_auth
 
 loops_router = Router(auth=tools_auth, tags=["loops"])
 manage_router = Router(auth=manage_auth, tags=["operate"])
-host_runs_router = Router(auth=host_auth, tags=["host"])
 
 
 class RunsQuery(Schema):
@@ -121,18 +119,3 @@ def loop_retry(request, loop_id: str):
 def loop_events_list(request, loop_id: str, query: Query[EventsQuery]):
     """The audit trail, newest first; it outlives the loop."""
     return {"events": [event_view(event) for event in loop_events(loop_id, limit=query.limit)]}
-
-
-# -- contract §10: the host reports how a delivered turn ended (scope `host`) ------------------------
-
-
-@host_runs_router.post("/runs/{run_id}/outcome", response=answers(RunView, 404, 409), exclude_none=True)
-def run_outcome(request, run_id: str, payload: OutcomeIn):
-    """Record how the turn a delivery started ended: the delivered message's `source.run_id` names
-    the run. The same outcome again answers 200 and changes nothing (the first summary stays); a
-    different one is 409 outcome_recorded. A `failed` outcome counts as a failure of its loop
-    (backoff, auto-pause); `succeeded` and `cancelled` (someone's decision) end the streak."""
-    run = outcomes.record_outcome(
-        run_id=run_id, status=payload.status, summary=payload.summary or "", error=payload.error or ""
-    )
-    return run_view(run)

@@ -10,9 +10,8 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from dshloop.errors import UnknownLoop
-
-from .models import ActorKind, EventKind, Loop, LoopEvent
+from core.errors import UnknownLoop
+from loops.models import ActorKind, EventKind, Loop, LoopEvent
 
 
 @dataclass(frozen=True)

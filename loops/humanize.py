@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from .models import Loop
+from loops.models import Loop
 
 PROMPT_PREVIEW_CHARS = 140
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import connection, models
 from django.db.models import Q
 
-from . import schedules
+from loops import schedules
 
 
 class LoopState(models.TextChoices):
@@ -19,7 +19,7 @@ class LoopState(models.TextChoices):
     PAUSED = "paused"
 
 
-# The pause_reason of a loop whose stored next_at names no moment (loops.stored_times): fixed, so
+# The pause_reason of a loop whose stored next_at names no moment (scheduler.stored_times): fixed, so
 # that health finds such loops through loop_unreadable_idx. "auto: " as every scheduler pause.
 UNREADABLE_REASON = "auto: its next run time (next_at) was not a timestamp; resume it to schedule it from now"
 
@@ -83,7 +83,7 @@ class Loop(models.Model):
             # The quota count for "new"/"self" loops (selectors.active_loops_in_quota):
             # WHERE created_by_session_id = X AND session_id IN ('new', 'self') AND state <> 'completed'.
             models.Index(fields=["created_by_session_id", "session_id"], name="loop_creator_idx"),
-            # Health's count of loops set aside for an unreadable next_at (loops.gauges); empty
+            # Health's count of loops set aside for an unreadable next_at (monitoring.gauges); empty
             # unless something wrote such a row.
             models.Index(
                 fields=["loop_id"],
@@ -203,7 +203,7 @@ class LoopPrompt(models.Model):
     prompt copied into every run of a loop that fires every few seconds grew the database by
     megabytes a minute). Written when a run of the revision is made (claim, run now), so it
     outlives the loop's edits and deletion as its runs do; retention deletes it with the last run
-    that refers to it (loops.retention), never while the loop is still at that revision."""
+    that refers to it (scheduler.retention), never while the loop is still at that revision."""
 
     pk = models.CompositePrimaryKey("loop_id", "revision")
     loop_id = models.CharField(max_length=40)

@@ -20,20 +20,19 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dshloop.errors import InvalidInput, LoopCompleted, NotFailed, RunInFlight, UnknownLoop
-from dshloop.timeutil import truncate_to_ms
+from core.errors import InvalidInput, LoopCompleted, NotFailed, RunInFlight, UnknownLoop
+from core.timeutil import truncate_to_ms
+from loops import schedules
+from loops.events import Actor, record_event
+from loops.models import EventKind, Loop, LoopRun, LoopState, RunStatus, ScheduleKind
+from loops.notify import notify_clocks
+from loops.presenters import schedule_view
+from loops.queue import enqueue_deliveries
+from loops.runs import OPEN_STATUSES, lease, manual_occurrence_key, new_run_id
+from loops.services import check_loop_quota, check_target, lock_quota_count
 from sessions_app.models import ReservedTarget
 
-from . import schedules
-from .claims import OPEN_STATUSES, lease, new_run_id
-from .events import Actor, record_event
-from .models import EventKind, Loop, LoopRun, LoopState, RunStatus, ScheduleKind
-from .notify import notify_clocks
-from .presenters import schedule_view
-from .queue import enqueue_deliveries
-from .services import check_loop_quota, check_target, lock_quota_count
-
-OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for (loops.failures: "auto: …")
+OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for (scheduler.failures: "auto: …")
 
 
 def _now(now: datetime | None) -> datetime:
@@ -110,10 +109,10 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> 
         run = LoopRun(
             run_id=run_id,
             loop_id=loop_id,
-            occurrence_key=f"{loop_id}@manual:{run_id}",
+            occurrence_key=manual_occurrence_key(loop_id, run_id),
             scheduled_at=now,
             status=RunStatus.CLAIMED,
-            attempt=1,  # handed out by the enqueue below (loops.delivery: attempts)
+            attempt=1,  # handed out by the enqueue below (scheduler.delivery: attempts)
             prompt=loop.prompt,
             target=loop.session_id,
             claimed_at=now,

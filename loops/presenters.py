@@ -10,9 +10,8 @@ from typing import Any, NamedTuple
 
 from pydantic_core import to_json
 
-from dshloop.timeutil import to_ms
-
-from .models import Loop, LoopEvent, LoopRun, LoopState, ScheduleKind
+from core.timeutil import to_ms
+from loops.models import Loop, LoopEvent, LoopRun, LoopState, ScheduleKind
 
 # spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
 OVERDUE_AFTER = timedelta(seconds=30)

@@ -1,4 +1,4 @@
-"""Delivery tasks on django-q2's queue (signalling): the claim enqueues, `loops.tasks` runs them.
+"""Delivery tasks on django-q2's queue (signalling): the claim enqueues, `scheduler.tasks` runs them.
 
 One task delivers a batch of runs (FIELD-NOTES: one task per occurrence cannot reach thousands
 per second). The task is named by its dotted path, so this module imports nothing that runs it.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django_q.tasks import async_task
 
-DELIVER_TASK = "loops.tasks.deliver_runs"
+DELIVER_TASK = "scheduler.tasks.deliver_runs"
 
 # Runs per task. The embedded host answers in microseconds, so batches amortize the database
 # work (B1 in docs/BENCHMARKS.md: 250 a task and 500 a claim use a fifth less CPU per occurrence

@@ -9,10 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
-from dshloop.errors import InvalidInput
-from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, text
-
-from . import schedules
+from core.errors import InvalidInput
+from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, text
+from loops import schedules
 
 MAX_PROMPT_CHARS = 100_000
 

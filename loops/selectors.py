@@ -15,12 +15,11 @@ from django.db.models import BigIntegerField, F, Func, Q, QuerySet
 from psycopg import capabilities
 from psycopg.types.numeric import Int8BinaryLoader
 
-from dshloop.errors import InvalidInput, UnknownLoop
+from core.errors import InvalidInput, UnknownLoop
+from loops import schedules
+from loops.models import Loop, LoopRun, LoopState
 from sessions_app.hosts import get_host
 from sessions_app.models import ReservedTarget
-
-from . import schedules
-from .models import Loop, LoopRun, LoopState
 
 
 def _ordered(loops: QuerySet[Loop]) -> QuerySet[Loop]:

@@ -9,22 +9,21 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dshloop.errors import (
+from core.errors import (
     InvalidInput,
     QuotaExceeded,
     TargetUnavailable,
     UnknownPreset,
     UnknownSession,
 )
-from dshloop.timeutil import truncate_to_ms
+from core.timeutil import truncate_to_ms
+from loops import schedules
+from loops.events import Actor, record_event
+from loops.models import EventKind, Loop, LoopState
+from loops.notify import notify_clocks
+from loops.selectors import active_loops_in_quota, loop_get
 from sessions_app.hosts import get_host
 from sessions_app.models import ReservedTarget
-
-from . import schedules
-from .events import Actor, record_event
-from .models import EventKind, Loop, LoopState
-from .notify import notify_clocks
-from .selectors import active_loops_in_quota, loop_get
 
 
 def new_loop_id() -> str:

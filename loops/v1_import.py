@@ -21,17 +21,16 @@ from django.utils import timezone
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
-from dshloop.errors import ApiError
-from dshloop.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
-from dshloop.timeutil import from_ms, to_ms, truncate_to_ms
-from dshloop.validation import field_path, invalid_input_from, is_identifier
+from core.errors import ApiError
+from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
+from core.timeutil import from_ms, to_ms, truncate_to_ms
+from core.validation import field_path, invalid_input_from, is_identifier
+from loops import schedules, services
+from loops.events import Actor
+from loops.models import ActorKind, Loop, ScheduleKind
+from loops.schemas import Prompt, Seconds
 from sessions_app.hosts import get_host
 from sessions_app.schemas import SessionId
-
-from . import schedules, services
-from .events import Actor
-from .models import ActorKind, Loop, ScheduleKind
-from .schemas import Prompt, Seconds
 
 Outcome = Literal["imported", "already_present", "invalid"]
 # The audit trail's actor of an import: a person running the command (no signed-in user to name).
@@ -128,7 +127,7 @@ def _parse(record: object) -> tuple[V1Record | None, str]:
     try:
         return V1Record.model_validate(record), ""
     except PydanticValidationError as exc:
-        # The same sentences the API answers with (dshloop.validation), all of them: fix once.
+        # The same sentences the API answers with (core.validation), all of them: fix once.
         return None, " ".join(_sentence(error) for error in exc.errors())
 
 

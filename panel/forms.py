@@ -15,9 +15,9 @@ from django.conf import settings
 from django.utils import timezone
 from pydantic import ValidationError
 
-from dshloop.errors import ApiError
-from dshloop.timeutil import truncate_to_ms
-from dshloop.validation import invalid_input_from
+from core.errors import ApiError
+from core.timeutil import truncate_to_ms
+from core.validation import invalid_input_from
 from loops import operations, services
 from loops.events import Actor
 from loops.models import ActorKind, Loop, ScheduleKind

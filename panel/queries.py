@@ -15,13 +15,13 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Min, Q, QuerySet
 
-from dshloop.timeutil import from_ms
-from dshloop.validation import is_identifier
+from core.timeutil import from_ms
+from core.validation import is_identifier
 from loops import humanize
-from loops.health import scheduler_health
 from loops.models import Loop, LoopState
 from loops.presenters import OVERDUE_AFTER
 from loops.selectors import loop_list, loops_targeting
+from monitoring.health import scheduler_health
 from sessions_app.models import Preset, ReservedTarget, SessionHeader
 from sessions_app.selectors import sessions_get
 from sessions_app.titles import fold_title

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.text import Truncator
 
-from dshloop.timeutil import iso
+from core.timeutil import iso
 from loops import humanize
 from loops.humanize import loop_zone, preview
 from loops.models import ActorKind, EventKind, Loop, LoopEvent, LoopState

@@ -22,9 +22,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dshloop.errors import ApiError, UnknownLoop
-from dshloop.timeutil import truncate_to_ms
-from dshloop.validation import is_identifier
+from core.errors import ApiError, UnknownLoop
+from core.timeutil import truncate_to_ms
+from core.validation import is_identifier
 from loops import humanize, operations, services
 from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview

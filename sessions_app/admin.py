@@ -13,9 +13,9 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from dshloop.admin import ReadOnlyAdmin
-from dshloop.errors import ApiError
-from dshloop.validation import check_identifier
+from core.admin import ReadOnlyAdmin
+from core.errors import ApiError
+from core.validation import check_identifier
 
 from . import services
 from .models import InboxMessage, Preset, SessionHeader

@@ -6,11 +6,11 @@ from django.conf import settings
 from django.db.models import QuerySet
 from ninja import Query, Router
 
-from dshloop.auth import host_auth
-from dshloop.errors import InvalidInput, NotFound
-from dshloop.schemas import answers
-from dshloop.timeutil import to_ms
-from dshloop.validation import check_identifier
+from core.errors import InvalidInput, NotFound
+from core.schemas import answers
+from core.timeutil import to_ms
+from core.validation import check_identifier
+from tokens.auth import host_auth
 
 from . import services
 from .hosts import get_host

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dshloop.timeutil import iso
+from core.timeutil import iso
 
 from .records import SessionInfo
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, Field
 
-from dshloop.schemas import Identifier, StrictModel, text
+from core.schemas import Identifier, StrictModel, text
 
 from .models import RESERVED_SESSION_IDS
 

@@ -9,8 +9,8 @@ from datetime import datetime
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from dshloop.bulk import insert_rows
-from dshloop.timeutil import truncate_to_ms
+from core.bulk import insert_rows
+from core.timeutil import truncate_to_ms
 
 from .models import InboxMessage, InboxSequence, Preset, SessionHeader, SessionStatus
 

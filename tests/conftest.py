@@ -13,12 +13,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.conf import settings as django_settings
 from django.test import Client
 from django.utils import timezone
 from pydantic import TypeAdapter
 
-from dshloop.timeutil import truncate_to_ms
+from core.timeutil import truncate_to_ms
 from loops import services
 from loops.events import Actor
 from loops.models import Loop
@@ -327,3 +328,42 @@ def dsh(tmp_path):
     host = DshHost(require_dsh_dir(), tmp_path / "dsh-home").start()
     yield host
     host.stop()
+
+
+# -- the loop tests that drive the operator API (contract §9, §10) --
+
+
+@pytest.fixture
+def ops(manage_api):
+    """POST/GET/PATCH on /api/loops/{id}[/action] at a frozen moment."""
+
+    def call(method: str, loop_id: str, action: str = "", body: dict | None = None, *, at: datetime = T0):
+        path = f"/api/loops/{loop_id}" + (f"/{action}" if action else "")
+        with time_machine.travel(at, tick=False):
+            if method == "GET":
+                return manage_api.get(path)
+            if method == "PATCH":
+                return manage_api.client.patch(
+                    path,
+                    data=json.dumps(body or {}),
+                    content_type="application/json",
+                    headers=manage_api.headers(),
+                )
+            return manage_api.post(path, body or {})
+
+    return call
+
+
+@pytest.fixture
+def make(api, make_session):
+    make_session("ses_target", status="idle")
+
+    def create(schedule: dict, *, at: datetime = T0, **body) -> dict:
+        with time_machine.travel(at, tick=False):
+            response = api.tool(
+                "loop_create", {"prompt": "Check the deploy", "schedule": schedule, "session_id": "ses_target", **body}
+            )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    return create

@@ -1,7 +1,7 @@
 """`manage.py` with a fault injected into the scheduler, for process tests.
 
 - DSHLOOP_TEST_CLAIM_FAULTS=N: the first N claims of the clock raise a RuntimeError, as an
-  unexpected bug would; later ones run normally (tests/loops/test_scheduler_survives.py).
+  unexpected bug would; later ones run normally (tests/scheduler/test_scheduler_survives.py).
 - DSHLOOP_TEST_KILL_AFTER_DELIVER=<marker file>: the first delivery that reaches the host kills the
   whole scheduler (its process group, as kill -9 would) before the run is recorded, and creates
   the marker file so that a restarted scheduler runs normally (tests/sessions_app/test_dsh_e2e.py).
@@ -23,7 +23,7 @@ def main() -> None:
     django.setup()
     from django.core.management import execute_from_command_line
 
-    from loops import clock, delivery
+    from scheduler import clock, delivery
 
     real_claim_due = clock.claim_due
     faults_left = [int(os.environ.get("DSHLOOP_TEST_CLAIM_FAULTS", "0"))]

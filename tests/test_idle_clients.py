@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from tests.loops.test_serve import Serve
+from tests.test_serve import Serve
 from tokens.services import token_create
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]

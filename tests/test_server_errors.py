@@ -22,8 +22,8 @@ from django.test import Client
 
 import loops.api
 import panel.views
-from dshloop.errors import database_unavailable
-from loops import metrics
+from core.errors import database_unavailable
+from monitoring import metrics
 from tests.conftest import ApiClient, captured_log, create_loop, error_of, every
 
 pytestmark = pytest.mark.django_db

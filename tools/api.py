@@ -6,11 +6,11 @@ from django.http import HttpResponse
 from ninja import Router
 from pydantic import BaseModel
 
-from dshloop.auth import tools_auth
-from dshloop.http import CALLER_HEADER
-from dshloop.schemas import CALLER_HEADER_DOC, answers
+from core.http import CALLER_HEADER
+from core.schemas import CALLER_HEADER_DOC, answers
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
 from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
+from tokens.auth import tools_auth
 
 from . import functions
 from .catalogue import catalogue

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
 
-from dshloop.errors import host_unavailable
-from dshloop.validation import invalid_input_from
+from core.errors import host_unavailable
+from core.validation import invalid_input_from
 from sessions_app.hosts.base import HostError
 
 from .catalogue import BY_NAME

@@ -16,10 +16,10 @@ from django.conf import settings
 from django.core import signing
 from django.utils import timezone
 
-from dshloop.errors import InvalidInput, NoCurrentSession, UnknownSession
-from dshloop.http import CALLER_HEADER
-from dshloop.timeutil import truncate_to_ms
-from dshloop.validation import check_identifier
+from core.errors import InvalidInput, NoCurrentSession, UnknownSession
+from core.http import CALLER_HEADER
+from core.timeutil import truncate_to_ms
+from core.validation import check_identifier
 from loops import services
 from loops.events import Actor
 from loops.presenters import (

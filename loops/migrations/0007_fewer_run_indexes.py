@@ -1,10 +1,10 @@
 # Fewer index writes per occurrence (issue 17, B1): run_loop_idx (loop_id, -scheduled_at) serves
 # every query by loop_id, so its own index is dropped, and so are the LIKE-only `_like` indexes
-# of the loop and run tables (dshloop.pattern_indexes).
+# of the loop and run tables (core.pattern_indexes).
 
 from django.db import migrations, models
 
-from dshloop.pattern_indexes import drop_pattern_indexes
+from core.pattern_indexes import drop_pattern_indexes
 
 
 class Migration(migrations.Migration):

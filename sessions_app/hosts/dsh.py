@@ -37,8 +37,8 @@ import time
 import httpx
 from django.conf import settings
 
-from dshloop.timeutil import from_ms
-from dshloop.validation import is_identifier
+from core.timeutil import from_ms
+from core.validation import is_identifier
 from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.services import session_headers_cache
 

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 from django.core.exceptions import ValidationError
 
-from dshloop.timeutil import from_ms
+from core.timeutil import from_ms
 from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.selectors import session_info, session_list
 from sessions_app.services import session_headers_cache

@@ -33,7 +33,7 @@ class LocalHost:
         # The session and its first prompt are the host's records (DSH keeps its own), as is the
         # delivered text in its inbox: two copies of the prompt per `new` occurrence that dshloop
         # cannot share. Marked with the occurrence it was made for, the session goes with that
-        # run when retention prunes it (loops.retention), so they are bounded by the run history.
+        # run when retention prunes it (scheduler.retention), so they are bounded by the run history.
         header = services.session_create_for(
             occurrence_key=source["occurrence_key"], preset=preset, model=model, first_prompt=first_prompt
         )

@@ -1,9 +1,9 @@
 # The inbox's LIKE-only `_like` indexes cost a write per delivered message (issue 17, B1;
-# dshloop.pattern_indexes).
+# core.pattern_indexes).
 
 from django.db import migrations
 
-from dshloop.pattern_indexes import drop_pattern_indexes
+from core.pattern_indexes import drop_pattern_indexes
 
 
 class Migration(migrations.Migration):

@@ -1,10 +1,10 @@
-# InboxSequence's primary key is compared whole, never with LIKE (dshloop.pattern_indexes). A
+# InboxSequence's primary key is compared whole, never with LIKE (core.pattern_indexes). A
 # migration of its own: Django makes the `_like` index of a new table at the end of the migration
 # that creates it, after any operation there could drop it.
 
 from django.db import migrations
 
-from dshloop.pattern_indexes import drop_pattern_indexes
+from core.pattern_indexes import drop_pattern_indexes
 
 
 class Migration(migrations.Migration):

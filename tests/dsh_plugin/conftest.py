@@ -19,9 +19,9 @@ import pytest
 from django.conf import settings
 
 from tests.dsh import DshHost, require_dsh_dir
-from tests.loops.test_serve import Serve, free_port
 from tests.processes import wait_for
 from tests.stub_model import StubModel
+from tests.test_serve import Serve, free_port
 from tokens.models import ApiToken, hash_token
 
 INSTALL_PLUGIN = Path(settings.BASE_DIR) / "scripts" / "install-dsh-plugin.sh"

@@ -18,8 +18,8 @@ import pytest
 from django.conf import settings
 
 from tests.dsh import DshHost, require_dsh_dir
-from tests.loops.test_serve import free_port
 from tests.processes import wait_for
+from tests.test_serve import free_port
 
 from .conftest import agent_calls
 

@@ -6,9 +6,9 @@ from datetime import datetime
 
 import time_machine
 
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
 from loops.models import LoopRun, RunStatus
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from sessions_app.models import SessionHeader
 from tests.conftest import T0, create_loop, every, s
 

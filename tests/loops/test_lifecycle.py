@@ -9,11 +9,11 @@ from datetime import datetime
 import pytest
 import time_machine
 
-from dshloop.timeutil import to_ms
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
-from loops.failures import failure_backoff
+from core.timeutil import to_ms
 from loops.models import Loop, LoopRun, LoopState, RunStatus
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
+from scheduler.failures import failure_backoff
 from sessions_app.models import SessionHeader
 from tests.conftest import T0, after, error_of, every, s
 

@@ -14,8 +14,9 @@ import psycopg
 import pytest
 from django.db import OperationalError
 
-from loops import broker, clock, notify
+from loops import notify
 from loops.notify import CLOCK_CHANNEL, Listener
+from scheduler import broker, clock
 
 
 class FakeTime:

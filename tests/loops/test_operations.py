@@ -8,10 +8,10 @@ from datetime import datetime
 
 import time_machine
 
-from dshloop.timeutil import to_ms
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
+from core.timeutil import to_ms
 from loops.models import Loop, LoopRun, LoopState, RunStatus
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from sessions_app.models import InboxMessage
 from tests.conftest import T0, after, error_of, every, s
 

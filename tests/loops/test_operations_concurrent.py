@@ -20,9 +20,9 @@ from itertools import pairwise
 import pytest
 from django.db import connection
 
-from dshloop.timeutil import to_ms
-from loops.delivery import deliver_runs
+from core.timeutil import to_ms
 from loops.models import EventKind, Loop, LoopEvent, LoopRun
+from scheduler.delivery import deliver_runs
 from tests.conftest import ApiClient, create_loop, error_of, every
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,11 +11,11 @@ import pytest
 import time_machine
 from django.test import Client
 
-from dshloop.timeutil import to_ms
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
+from core.timeutil import to_ms
 from loops.models import Loop, LoopEvent, LoopRun, LoopState
 from panel.forms import initial_for
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from tests.conftest import T0, after, error_of, every, s
 from tests.panel.test_create import form
 

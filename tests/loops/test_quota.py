@@ -11,10 +11,10 @@ import pytest
 import time_machine
 from django.test import Client
 
-from loops.claims import claim_due
-from loops.delivery import deliver_run
 from loops.models import Loop, LoopState
 from loops.v1_import import import_v1_records
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_run
 from tests.conftest import T0, error_of
 from tests.panel.test_create import form as panel_form
 

@@ -10,14 +10,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from loops.claims import claim_due
-from loops.delivery import deliver_run
 from loops.events import Actor
-from loops.message import loop_message
 from loops.models import ActorKind, LoopPrompt, LoopRun
 from loops.operations import loop_edit, loop_run_now
-from loops.retention import Pruner
 from loops.services import loop_delete
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_run
+from scheduler.message import loop_message
+from scheduler.retention import Pruner
 from sessions_app.models import InboxMessage
 from tests.conftest import T0, create_loop, every, s
 from tests.loops.new_runs import LONG, fire_at, new_loop_with_runs

@@ -12,11 +12,11 @@ import pytest
 import time_machine
 from django.core.management import CommandError, call_command
 
-from dshloop.timeutil import from_ms, to_ms
+from core.timeutil import from_ms, to_ms
 from loops import v1_import
-from loops.claims import claim_due
 from loops.models import Loop, LoopRun
 from loops.notify import notify_clocks
+from scheduler.claims import claim_due
 from sessions_app.models import SessionHeader
 
 NOW = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from dshloop.timeutil import to_ms
+from core.timeutil import to_ms
 from loops.models import Loop, LoopRun
 from sessions_app.models import InboxMessage
 from tests.processes import wait_for

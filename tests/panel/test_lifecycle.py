@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
 from loops.models import Loop, LoopRun, LoopState
-from loops.outcomes import record_outcome
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
+from scheduler.outcomes import record_outcome
 from sessions_app.models import SessionHeader
 
 from .test_operate import fresh, post

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 import pytest
 import time_machine
 
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
 from loops.models import Loop, LoopRun, RunStatus
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from sessions_app.models import InboxMessage, SessionHeader
 from sessions_app.services import session_upsert
 from tests.conftest import T0

@@ -25,9 +25,9 @@ from datetime import datetime, timedelta
 from django.db.models import Count
 from django.utils import timezone
 
-from loops.claims import OPEN_STATUSES
 from loops.models import Loop, LoopRun, LoopState
 from loops.notify import notify_clocks
+from loops.runs import OPEN_STATUSES
 from loops.services import new_loop_id
 from sessions_app.models import InboxMessage
 

@@ -167,10 +167,10 @@ def xml_char(ch: str) -> bool:
 
 
 def test_valid_requests_answer_200_in_their_documented_schema(fuzz_headers):
-    from dshloop.timeutil import from_ms
-    from loops.claims import claim_due
-    from loops.delivery import deliver_runs
+    from core.timeutil import from_ms
     from loops.models import Loop, LoopRun
+    from scheduler.claims import claim_due
+    from scheduler.delivery import deliver_runs
     from sessions_app.models import InboxMessage
 
     create = schema["/api/tools/loop_create"]["POST"]

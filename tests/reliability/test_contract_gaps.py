@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from dshloop.timeutil import from_ms
-from loops.claims import claim_due
-from loops.delivery import deliver_runs
+from core.timeutil import from_ms
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from tests.conftest import error_of
 
 

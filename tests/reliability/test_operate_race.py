@@ -42,10 +42,10 @@ import pytest
 from django.db import connection, connections
 from django.utils import timezone
 
-from dshloop.timeutil import to_ms
-from loops.claims import OPEN_STATUSES
-from loops.delivery import PAUSED_FIRST
+from core.timeutil import to_ms
 from loops.models import Loop, LoopEvent, LoopRun, LoopState
+from loops.runs import OPEN_STATUSES
+from scheduler.delivery import PAUSED_FIRST
 from tests.conftest import ApiClient, create_loop, every
 from tests.processes import wait_for
 from tokens.services import token_create

@@ -45,7 +45,7 @@ pytestmark = [
 # Long enough for several 1 s loop periods to pass unclaimed (anti-burst must fold them) and for
 # the clocks to go through a few rounds of their reconnect backoff.
 OUTAGE_SECONDS = 4.0
-# The clock's backoff (loops.clock.ERROR_BACKOFF: 0.5, 1, 2, 5, 10 s) retries about four times in
+# The clock's backoff (scheduler.clock.ERROR_BACKOFF: 0.5, 1, 2, 5, 10 s) retries about four times in
 # an outage of this length; a crash loop or a tight retry loop logs hundreds of lines.
 MAX_RETRY_LINES = 10
 

@@ -72,7 +72,7 @@ def test_kill_minus_nine_at_random_moments_loses_and_duplicates_nothing(tmp_path
         tally = check_invariants(loops, until=until, allow_missed=True)
         # Whether a kill lands inside a delivery is up to timing (with the embedded host a batch is
         # delivered and recorded in one short transaction); re-driving a run whose driver died is
-        # proven deterministically in tests/loops/test_delivery.py. Here: nothing lost or doubled.
+        # proven deterministically in tests/scheduler/test_delivery.py. Here: nothing lost or doubled.
         assert tally.delivered >= len(loops), tally
     finally:
         schedulers.close()

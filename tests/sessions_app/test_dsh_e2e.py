@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loops.message import loop_message
 from loops.models import LoopRun, RunStatus
+from scheduler.message import loop_message
 from tests import processes
 from tests.conftest import ApiClient, after, create_loop, every
 from tests.processes import Schedulers, wait_for

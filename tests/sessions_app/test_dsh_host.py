@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from loops.message import loop_message
+from scheduler.message import loop_message
 from sessions_app.hosts.base import HostError
 from sessions_app.hosts.dsh import DshError, DshHost, new_session_id
 from tests.dsh import DshHost as RealDsh

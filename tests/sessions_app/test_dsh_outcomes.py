@@ -3,7 +3,7 @@
 Against a real DSH: a turn that fails for want of a key (MISSING_CREDENTIAL), and, with a small
 OpenAI-compatible stub as DSH's model (DSH-HOST.md Appendix A), turns that complete, fail with a
 model error, are cancelled (`session.cancel` -> `aborted`) or interrupted (SIGTERM -> `interrupted`),
-a message steered into a running turn and one queued behind it. loops.outcome_watch.poll_outcomes
+a message steered into a running turn and one queued behind it. scheduler.outcome_watch.poll_outcomes
 records the answers on the runs. The mapping of every DSH reason kind is also checked on recorded
 logs, without a DSH.
 """
@@ -20,13 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.utils import timezone
 
-from dshloop.timeutil import to_ms
-from loops.claims import claim_due
-from loops.delivery import deliver_run
-from loops.message import loop_message
+from core.timeutil import to_ms
 from loops.models import LoopRun, RunStatus
-from loops.outcome_watch import poll_outcomes
-from loops.outcomes import record_outcome
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_run
+from scheduler.message import loop_message
+from scheduler.outcome_watch import poll_outcomes
+from scheduler.outcomes import record_outcome
 from sessions_app.hosts.base import RunRef, TurnEnd
 from sessions_app.hosts.dsh import DshHost, map_turn_end, turn_end_of
 from tests.conftest import after, captured_log, create_loop
@@ -394,7 +394,7 @@ def test_poll_asks_for_recent_delivered_runs_and_a_refused_record_spares_the_res
         return {run.run_id: TurnEnd("failed", error="DSH ended the turn with an error (X): y") for run in runs}
 
     fake = FakeHost(answer)
-    monkeypatch.setattr("loops.outcome_watch.get_host", lambda: fake)
+    monkeypatch.setattr("scheduler.outcome_watch.get_host", lambda: fake)
     with captured_log(caplog, "dshloop.delivery"):
         assert poll_outcomes() == 1
 

@@ -21,7 +21,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dshloop.timeutil import truncate_to_ms
+from core.timeutil import truncate_to_ms
 from sessions_app.models import InboxMessage
 from sessions_app.services import inbox_deliver_many, session_upsert
 from tests.conftest import create_loop, every

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from dshloop.timeutil import truncate_to_ms
-from loops.retention import prune
+from core.timeutil import truncate_to_ms
+from scheduler.retention import prune
 from sessions_app.api import inbox_messages
 from sessions_app.models import InboxMessage
 from sessions_app.services import inbox_deliver_many, session_upsert

@@ -14,7 +14,7 @@ from django.core import signing
 from django.db import connection
 from django.utils import timezone
 
-from dshloop.timeutil import to_ms
+from core.timeutil import to_ms
 from loops.models import Loop, LoopState
 from loops.presenters import LOOP_VIEW_COLUMNS, ROW_EPOCH_US, loop_list_json, loop_list_json_of_chunks, loop_views
 from loops.selectors import ROW_EPOCH, loop_list, loop_row_chunks, loop_rows

@@ -36,8 +36,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
-from dshloop.auth import tools_auth
-from dshloop.errors import (
+from core.errors import (
     RETRY_AFTER_SECONDS,
     ApiError,
     InvalidInput,
@@ -47,9 +46,10 @@ from dshloop.errors import (
     database_unavailable,
     one_line,
 )
-from dshloop.http import CALLER_HEADER
-from dshloop.jsonparse import NotAJsonNumber, json_loads
-from loops.metrics import count_unexpected_error
+from core.http import CALLER_HEADER
+from core.jsonparse import NotAJsonNumber, json_loads
+from monitoring.metrics import count_unexpected_error
+from tokens.auth import tools_auth
 
 from .server import UNAVAILABLE, build_server
 

@@ -19,8 +19,8 @@ from django.db import close_old_connections
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from dshloop.errors import ApiError, Unavailable, database_unavailable, one_line
-from loops.metrics import count_unexpected_error
+from core.errors import ApiError, Unavailable, database_unavailable, one_line
+from monitoring.metrics import count_unexpected_error
 
 from ..call import call_tool
 from ..catalogue import TOOLS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dshloop.timeutil import iso
+from core.timeutil import iso
 from loops.v1_import import RecordResult, V1ExportError, import_v1_records, load_v1_export
 from sessions_app.hosts.base import HostError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dshloop.errors import ApiError
+from core.errors import ApiError
 from tests.conftest import error_of
 from tools import functions
 from tools.call import call_tool

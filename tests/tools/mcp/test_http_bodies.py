@@ -1,7 +1,7 @@
 """Bodies /mcp cannot parse are a JSON-RPC parse error, never a 500: here a deeply nested body with a
 NaN in it, which the REST API answers 422 "not valid JSON" (tests/test_malformed_input.py).
 
-The NaN sends the body through the strict parser of dshloop.jsonparse (the SDK's own would read it
+The NaN sends the body through the strict parser of core.jsonparse (the SDK's own would read it
 as a number), whose recursion used to escape as a RecursionError: an HTML 500 from the server.
 """
 

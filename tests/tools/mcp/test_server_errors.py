@@ -11,7 +11,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
-from loops import metrics
+from monitoring import metrics
 from tests.conftest import captured_log
 from tests.tools.mcp.conftest import run
 from tools.mcp import server as mcp_server

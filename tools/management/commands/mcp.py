@@ -11,8 +11,8 @@ from __future__ import annotations
 import anyio
 from django.core.management.base import BaseCommand, CommandError
 
-from dshloop.errors import ApiError
-from dshloop.validation import check_identifier
+from core.errors import ApiError
+from core.validation import check_identifier
 from sessions_app.schemas import SessionId
 
 

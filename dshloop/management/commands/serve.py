@@ -1,0 +1,170 @@
+"""`manage.py serve`: the API, the panel, the MCP endpoint and the scheduler in one foreground process group.
+
+One uvicorn server answers on addrport: /mcp is the MCP streamable HTTP transport, every other
+path is Django (see dshloop.asgi). Ctrl-C reaches every process of the group; SIGTERM stops us
+like Ctrl-C. The scheduler stops itself gracefully and this command waits for it.
+
+The scheduler (`manage.py runloops`) is supervised: if it dies, it is restarted with a backoff
+and a log line. If this command itself dies, even by kill -9, the scheduler stops too (runloops
+watches the pid named in DSHLOOP_SERVE_PID), so no orphan goes on delivering by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import uvicorn
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.management.commands.runloops import SERVE_PID_ENV
+
+logger = logging.getLogger("dshloop.serve")
+
+# Restart delays after the scheduler dies: the first is short, so loops fire again within
+# seconds of a crash; a scheduler that keeps crashing is retried every 30 s, not in a tight loop.
+RESTART_BACKOFF = (1.0, 2.0, 5.0, 10.0, 30.0)
+HEALTHY_AFTER = 60.0  # a scheduler that ran this long was healthy: its next crash starts the backoff over
+STOP_TIMEOUT = 15.0  # runloops stops within 10 s (contract §1); then it is killed
+POLL = 0.2  # how soon a dead scheduler is noticed (and a stop request answered)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def exit_status(returncode: int) -> str:
+    if returncode < 0:
+        return f"signal {signal.Signals(-returncode).name}"
+    return f"exit code {returncode}"
+
+
+class SchedulerSupervisor:
+    """Keeps one `manage.py runloops` child running until stop().
+
+    One thread starts every child and outlives it: on Linux runloops asks the kernel for SIGTERM
+    when the thread that started it exits (PR_SET_PDEATHSIG), and that thread only ends with
+    this process or after the child has stopped.
+    """
+
+    def __init__(self):
+        self.stopping = threading.Event()
+        # A daemon: should serve exit without stop(), the child goes with us (see above).
+        self.thread = threading.Thread(target=self.run, name="scheduler-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop the child (SIGTERM, wait, then kill) and supervise no more."""
+        self.stopping.set()
+        self.thread.join()
+
+    def spawn(self) -> subprocess.Popen:
+        # The same process group as ours: Ctrl-C in the terminal reaches the scheduler too.
+        process = subprocess.Popen(
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runloops"],
+            env={**os.environ, SERVE_PID_ENV: str(os.getpid())},
+        )
+        logger.info("scheduler started (runloops, pid %d)", process.pid)
+        return process
+
+    def run(self) -> None:
+        failures = 0
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            try:
+                process = self.spawn()
+            except OSError as exc:  # e.g. out of processes: retried like a crash
+                why = f"could not be started ({exc})"
+            else:
+                while process.poll() is None and not self.stopping.wait(POLL):
+                    pass  # the scheduler runs
+                if self.stopping.is_set():
+                    self.terminate(process)
+                    return
+                why = f"(runloops, pid {process.pid}) exited unexpectedly with {exit_status(process.returncode)}"
+            if time.monotonic() - started >= HEALTHY_AFTER:
+                failures = 0
+            delay = RESTART_BACKOFF[min(failures, len(RESTART_BACKOFF) - 1)]
+            failures += 1
+            logger.error("scheduler %s; restarting it in %gs", why, delay)
+            self.stopping.wait(delay)
+
+    def terminate(self, process: subprocess.Popen) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            logger.warning(
+                "scheduler (runloops, pid %d) did not stop within %gs: killing it", process.pid, STOP_TIMEOUT
+            )
+            process.kill()  # its cluster's processes die with it (runloops: die_with_parent)
+            process.wait()
+
+
+class Server(uvicorn.Server):
+    """uvicorn, telling the supervisor the moment a stop signal arrives. Ctrl-C reaches the
+    scheduler at the same time (one process group): its exit must not be taken for a crash."""
+
+    def __init__(self, config: uvicorn.Config, *, stopping: threading.Event):
+        super().__init__(config)
+        self.stopping = stopping
+        self.signalled = False
+
+    def handle_exit(self, sig, frame) -> None:
+        # A second signal can run this handler again inside stopping.set(), which holds the event's
+        # lock (the supervisor waits on it): a nested set() would deadlock. The flag, set first, prevents it.
+        if not self.signalled:
+            self.signalled = True
+            self.stopping.set()
+        super().handle_exit(sig, frame)
+
+
+def parse_addrport(addrport: str) -> tuple[str, int]:
+    """runserver's forms: "8000", "127.0.0.1:8000", "[::1]:8000"."""
+    host, _, port = addrport.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise CommandError(f"{addrport!r} is not a port or address:port.")
+    return host, int(port)
+
+
+class Command(BaseCommand):
+    help = "Serve the API, panel and MCP endpoint and run the scheduler (for `make run`)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+
+    def handle(self, *args, addrport, **options):
+        host, port = parse_addrport(addrport)
+        # SIGTERM stops us like Ctrl-C does (and Ctrl-C works even if a shell ignored SIGINT).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _interrupt)
+        scheduler = SchedulerSupervisor()
+        scheduler.start()
+        try:
+            # uvicorn traps SIGINT/SIGTERM while it serves, shuts down, then raises the signal again:
+            # our handlers turn it into the KeyboardInterrupt below.
+            # By its import path (uvicorn imports it): the engine does not import the project's assembly.
+            Server(
+                uvicorn.Config(
+                    "dshloop.asgi:application",
+                    host=host,
+                    port=port,
+                    lifespan="on",
+                    timeout_graceful_shutdown=5,
+                ),
+                stopping=scheduler.stopping,
+            ).run()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            scheduler.stop()

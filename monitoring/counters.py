@@ -1,0 +1,88 @@
+"""The cumulative counts behind GET /metrics (issue 18): occurrences by result, missed
+occurrences, and the delivery lateness histogram.
+
+They are added to in the transactions that record the runs, once per batch, so they commit with
+the records and never go down when retention prunes runs. Each name is spread over SHARDS rows
+(a batch picks one at random) and summed when read: schedulers recording at the same moment
+seldom wait for one another's counter row.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import datetime
+
+from django.db import connection
+
+from loops.models import MetricCounter, RunStatus
+
+SHARDS = 8
+# Upper bounds in seconds: from a fast delivery (tenths of a second) to an hour-long outage.
+LATENESS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+RESULTS = (RunStatus.DELIVERED, RunStatus.FAILED, RunStatus.SKIPPED)
+
+MISSED = "missed"
+LATENESS_COUNT = "lateness_count"
+LATENESS_SUM_US = "lateness_sum_us"  # microseconds: integers add exactly
+
+
+def occurrences_name(result: str) -> str:
+    return f"occurrences_{result}"
+
+
+def bucket_name(index: int) -> str:
+    """The counter of observations in bucket `index` alone (LATENESS_BUCKETS, then +Inf); the
+    cumulative `le` counts Prometheus wants are summed when read."""
+    return f"lateness_bucket_{index}"
+
+
+def _bucket_of(seconds: float) -> int:
+    for index, bound in enumerate(LATENESS_BUCKETS):
+        if seconds <= bound:
+            return index
+    return len(LATENESS_BUCKETS)
+
+
+class Tally:
+    """What one batch adds: count its finished runs, then `save()` inside its transaction."""
+
+    def __init__(self):
+        self.counts: Counter[str] = Counter()
+
+    def finished(self, status: str, count: int = 1) -> None:
+        if status in RESULTS and count:
+            self.counts[occurrences_name(status)] += count
+
+    def missed(self, count: int) -> None:
+        if count:
+            self.counts[MISSED] += count
+
+    def delivered_late(self, scheduled_at: datetime, now: datetime) -> None:
+        lateness = max((now - scheduled_at).total_seconds(), 0.0)
+        self.counts[bucket_name(_bucket_of(lateness))] += 1
+        self.counts[LATENESS_COUNT] += 1
+        self.counts[LATENESS_SUM_US] += round(lateness * 1_000_000)
+
+    def save(self) -> None:
+        """One upsert for the batch; rows in name order, like every writer of them (no deadlocks)."""
+        rows = sorted((name, value) for name, value in self.counts.items() if value)
+        if not rows:
+            return
+        shard = random.randrange(SHARDS)
+        table = MetricCounter._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (name, shard, value) VALUES {', '.join(['(%s, %s, %s)'] * len(rows))} "
+                f"ON CONFLICT (name, shard) DO UPDATE SET value = {table}.value + excluded.value",
+                [param for name, value in rows for param in (name, shard, value)],
+            )
+        self.counts.clear()
+
+
+def read_counters() -> dict[str, int]:
+    """Every counter's total over its shards (a few dozen rows)."""
+    totals: Counter[str] = Counter()
+    for name, value in MetricCounter.objects.values_list("name", "value"):
+        totals[name] += value
+    return dict(totals)

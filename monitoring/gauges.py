@@ -1,0 +1,92 @@
+"""What GET /metrics and /api/health read at the moment they are asked (issue 18): the due
+backlog, the open runs, the loops set aside for an unreadable deadline, the loops by state and
+the schedulers, in one statement.
+
+One statement is one snapshot, so the states add up, and one round trip. The due backlog reads
+`loop_due_idx`, the open runs `run_open_idx`, the set-aside loops `loop_unreadable_idx`, never the run history. The loops by state are
+one pass over the loop table (no index holds every state, and one that did would cost every
+claim a write): about 170 ms at 1M loops on PostgreSQL, on one backend (no parallel workers);
+measured in docs/BENCHMARKS-METRICS.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState, SchedulerHeartbeat
+
+# A scheduler is alive if it ticked in the last 60 s (contract §4).
+ALIVE_WINDOW = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class Gauges:
+    at: datetime
+    due_backlog: int  # scheduled loops whose next occurrence is due and not yet claimed
+    open_runs: int  # claimed or being delivered
+    oldest_open_run_claimed_at: datetime | None
+    loops: dict[str, int]  # by state (LoopState), every state present; empty unless asked for
+    unreadable_loops: int  # paused because their stored next_at named no moment (scheduler.stored_times)
+    scheduler_instances: int  # alive: ticked within ALIVE_WINDOW
+    last_tick_at: datetime | None  # the newest heartbeat of any scheduler, alive or not
+
+    @property
+    def oldest_open_run_age_seconds(self) -> float:
+        if self.oldest_open_run_claimed_at is None:
+            return 0.0
+        return max((self.at - self.oldest_open_run_claimed_at).total_seconds(), 0.0)
+
+
+def _statement(*, by_state: bool) -> str:
+    loops, runs, beats = Loop._meta.db_table, LoopRun._meta.db_table, SchedulerHeartbeat._meta.db_table
+    counts = ", ".join(f"COUNT(CASE WHEN state = '{state}' THEN 1 END)" for state in LoopState.values)
+    return f"""
+        SELECT
+          (SELECT COUNT(*) FROM {loops} WHERE state = 'scheduled' AND next_at <= %(now)s),
+          (SELECT COUNT(*) FROM {runs} WHERE status IN ('claimed', 'delivering')),
+          (SELECT MIN(claimed_at) FROM {runs} WHERE status IN ('claimed', 'delivering')),
+          (SELECT COUNT(*) FROM {loops} WHERE state = 'paused' AND pause_reason = %(unreadable)s),
+          (SELECT COUNT(*) FROM {beats} WHERE last_tick_at >= %(alive_since)s),
+          (SELECT MAX(last_tick_at) FROM {beats})
+          {f", states.* FROM (SELECT {counts} FROM {loops}) AS states" if by_state else ""}
+    """
+
+
+def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges:
+    """The gauges at `now`. Without `by_state` (health's question) the loop table is not scanned:
+    `loops` is empty and the cost no longer grows with the number of loops."""
+    now = now or timezone.now()
+    with transaction.atomic(), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # A monitoring read, every 15 s: one backend's scan, not two more workers taking every
+            # core for it (the same rows counted in parallel cost more CPU in all).
+            cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        # Adapted as the ORM would: SQLite compares stored timestamps as text, in Django's form.
+        adapt = connection.ops.adapt_datetimefield_value
+        params = {"now": adapt(now), "alive_since": adapt(now - ALIVE_WINDOW), "unreadable": UNREADABLE_REASON}
+        cursor.execute(_statement(by_state=by_state), params)
+        row = cursor.fetchone()
+    due, open_runs, oldest, unreadable, instances, last_tick, *states = row
+    return Gauges(
+        at=now,
+        due_backlog=due,
+        open_runs=open_runs,
+        oldest_open_run_claimed_at=_moment(oldest),
+        loops=dict(zip(LoopState.values, states, strict=True)) if by_state else {},
+        unreadable_loops=unreadable,
+        scheduler_instances=instances,
+        last_tick_at=_moment(last_tick),
+    )
+
+
+def _moment(value) -> datetime | None:
+    """A timestamp from the raw statement: PostgreSQL returns a datetime; SQLite the text Django
+    stored, in UTC."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return parse_datetime(value).replace(tzinfo=UTC)

@@ -1,0 +1,137 @@
+"""GET /metrics (issue 18): the Prometheus text format, scope `manage`.
+
+Every number but one comes from the shared database, so any web process answers for every
+scheduler on every machine: the cumulative counters (monitoring.counters) that the schedulers add to as
+they record runs, and the gauges read now (monitoring.gauges).
+
+The exception, `dshloop_http_unexpected_errors_total`, counts the requests this web process answered
+500 because of an unexpected exception (dshloop.middleware, the /mcp transport), since it started.
+It lives in the process's memory because the failing part may be the database itself; Prometheus
+keeps one series per scraped process, and rate() or increase() read it across restarts.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from monitoring import counters
+from monitoring.gauges import Gauges, read_gauges
+from tokens.auth import bearer_scope
+
+
+def _occurrence_metrics(totals: dict[str, int]):
+    occurrences = CounterMetricFamily(
+        "dshloop_occurrences", "Occurrences finished, by result (delivered, failed, skipped).", labels=["result"]
+    )
+    for result in counters.RESULTS:
+        occurrences.add_metric([str(result)], totals.get(counters.occurrences_name(result), 0))
+    yield occurrences
+    yield CounterMetricFamily(
+        "dshloop_missed_occurrences",
+        "Occurrences folded by the anti-burst rule after downtime: never delivered.",
+        value=totals.get(counters.MISSED, 0),
+    )
+    buckets, cumulative = [], 0
+    bounds = [*(str(float(bound)) for bound in counters.LATENESS_BUCKETS), "+Inf"]
+    for index, bound in enumerate(bounds):
+        cumulative += totals.get(counters.bucket_name(index), 0)
+        buckets.append((bound, cumulative))
+    yield HistogramMetricFamily(
+        "dshloop_delivery_lateness_seconds",
+        "Seconds from an occurrence's scheduled time to its delivery.",
+        buckets=buckets,
+        sum_value=totals.get(counters.LATENESS_SUM_US, 0) / 1_000_000,
+    )
+
+
+def _gauge_metrics(gauges: Gauges):
+    def gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, documentation, value=value)
+
+    yield gauge(
+        "dshloop_due_backlog", "Scheduled loops whose occurrence is due and not yet claimed.", gauges.due_backlog
+    )
+    yield gauge("dshloop_open_runs", "Runs claimed or being delivered, not yet finished.", gauges.open_runs)
+    yield gauge(
+        "dshloop_oldest_open_run_age_seconds",
+        "Seconds since the oldest open run was claimed (0 when none is open).",
+        gauges.oldest_open_run_age_seconds,
+    )
+    loops = GaugeMetricFamily("dshloop_loops", "Loops by state.", labels=["state"])
+    for state, count in gauges.loops.items():
+        loops.add_metric([state], count)
+    yield loops
+    yield gauge(
+        "dshloop_scheduler_instances", "runloops processes that ticked in the last 60 s.", gauges.scheduler_instances
+    )
+    if gauges.last_tick_at is not None:
+        yield gauge(
+            "dshloop_scheduler_last_tick_timestamp_seconds",
+            "Unix time of the newest scheduler heartbeat, alive or not.",
+            gauges.last_tick_at.timestamp(),
+        )
+
+
+class _ProcessCounter:
+    """A counter in this process's memory, safe to add to from any thread (the server's pool)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value = 0
+
+    def increment(self) -> None:
+        with self._lock:
+            self._value += 1
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+
+_unexpected_errors = _ProcessCounter()
+
+
+def count_unexpected_error() -> None:
+    """One more request answered 500 because of an unexpected exception (already logged)."""
+    _unexpected_errors.increment()
+
+
+class _DatabaseCollector:
+    """Read once per scrape: prometheus_client calls collect() while it renders."""
+
+    def collect(self):
+        yield from _occurrence_metrics(counters.read_counters())
+        yield from _gauge_metrics(read_gauges())
+
+
+class _ProcessCollector:
+    """This process's own counts, which the database cannot hold (see the module's docstring)."""
+
+    def collect(self):
+        yield CounterMetricFamily(
+            "dshloop_http_unexpected_errors",
+            "Requests this process answered 500 because of an unexpected exception (logged with its traceback).",
+            value=_unexpected_errors.value,
+        )
+
+
+def render_metrics() -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_DatabaseCollector())
+    registry.register(_ProcessCollector())
+    return generate_latest(registry)
+
+
+@require_safe
+@transaction.atomic  # the token, the counters and the gauges: one transaction per scrape
+@bearer_scope("manage")
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    # Text format 0.0.4, which every Prometheus reads (1.0.0 only adds names our series don't use).
+    return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_PLAIN_0_0_4)

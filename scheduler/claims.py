@@ -1,0 +1,245 @@
+"""The clock's unit of work: claim due occurrences, and re-enqueue runs that need driving.
+
+Correctness rests on the unique occurrence key and on a claim that changes exactly one row:
+`SELECT … FOR UPDATE SKIP LOCKED` on PostgreSQL (so concurrent clocks take disjoint rows), a
+compare-and-swap UPDATE on SQLite (where row locks do not exist; IMMEDIATE transactions
+serialize writers). The delivery is enqueued on django-q2's ORM broker inside the same
+transaction, so a crash can neither lose nor double an occurrence (django-q2 #293).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Min
+
+from core.bulk import insert_rows, update_rows
+from loops import schedules
+from loops.humanize import short_span
+from loops.models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, store_revision_prompts
+from loops.queue import enqueue_deliveries
+from loops.runs import OPEN_STATUSES, free_rows, lease, new_run_id, occurrence_key, skipped_occurrence_key
+from monitoring.counters import Tally
+from scheduler.occurrence_log import log_occurrence
+from scheduler.rows import NEW_RUN_COLUMNS, NewRun
+from scheduler.stored_times import earliest_deadline, settle, stored, stores_text
+
+logger = logging.getLogger("dshloop.clock")
+
+CLAIM_BATCH = 500  # loops per claim transaction: two delivery tasks (scheduler.tasks)
+
+
+RUN_COLUMNS = NEW_RUN_COLUMNS  # every column of a run, in the order a claim inserts them
+
+
+def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 0) -> NewRun:
+    return NewRun(
+        run_id=new_run_id(),
+        loop_id=loop.loop_id,
+        occurrence_key=occurrence_key(loop.loop_id, scheduled_at),
+        scheduled_at=scheduled_at,
+        status=RunStatus.CLAIMED,
+        attempt=1,  # handed out to a driver by the claim's enqueue (scheduler.delivery: attempts)
+        missed=missed,
+        target=loop.session_id,
+        claimed_at=now,
+        retry_at=now + lease(),
+        revision=loop.revision,
+    )
+
+
+def _insert(runs: list[NewRun], *, skip_conflicts: bool = False) -> set[str]:
+    """INSERT the runs; returns the IDs of those inserted (see core.bulk.insert_rows)."""
+    rows = [[getattr(run, name) for name in RUN_COLUMNS] for run in runs]
+    return insert_rows(LoopRun, RUN_COLUMNS, rows, skip_conflicts=skip_conflicts)
+
+
+def _finish_unsent(run: NewRun, status: str, error: str, now: datetime) -> None:
+    """A run that is recorded finished at its claim and never handed to a driver."""
+    run.status, run.error, run.finished_at, run.retry_at, run.attempt = status, error, now, None, 0
+
+
+def _record_broken(loop: Loop, error: Exception, now: datetime, tally: Tally) -> None:
+    """One loop whose schedule cannot be computed fails alone (its own savepoint)."""
+    message = f"The schedule could not be computed: {error}"
+    run = _new_run(loop, scheduled_at=loop.next_at, now=now)
+    _finish_unsent(run, RunStatus.FAILED, message, now)
+    log_occurrence(logger, logging.ERROR, run, RunStatus.FAILED, now=now, error=message)
+    with transaction.atomic():
+        _insert([run])
+        store_revision_prompts([loop.loop_id])
+        Loop.objects.filter(loop_id=loop.loop_id).update(
+            state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
+        )
+    tally.finished(RunStatus.FAILED)
+
+
+def _misfire(late: timedelta, grace: int | None, *, one_shot: bool) -> str | None:
+    """Why a catch-up this late is not delivered, or None to deliver it (contract §10,
+    DSHLOOP_MISFIRE_GRACE_SECONDS; unset: the spec's one catch-up however late)."""
+    if grace is None or late <= timedelta(seconds=grace):
+        return None
+    # Rounded up, so the lateness shown is never the grace itself.
+    late_words = short_span(math.ceil(late.total_seconds()))
+    then = (
+        "a one-shot loop has no next occurrence: retry it to deliver it now"
+        if one_shot
+        else "the loop goes on with its next occurrence"
+    )
+    return (
+        f"Not delivered: {late_words} late, beyond the misfire grace of {grace} s "
+        f"(DSHLOOP_MISFIRE_GRACE_SECONDS); {then}."
+    )
+
+
+def _advance(loop: Loop, now: datetime) -> NewRun:
+    """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`.
+
+    With DSHLOOP_MISFIRE_GRACE_SECONDS set, a catch-up later than the grace is not delivered: the
+    run is returned already `skipped` (the reason in `error`, itself counted in `missed`) and the
+    loop goes on with its next occurrence; a one-shot has none, so it fails (retryable)."""
+    catch_up = schedules.catch_up(
+        loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
+    )
+    run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
+    one_shot = loop.kind == ScheduleKind.AFTER
+    loop.next_at = None if one_shot else catch_up.next_at
+    reason = _misfire(now - catch_up.deliver_at, settings.DSHLOOP_MISFIRE_GRACE_SECONDS, one_shot=one_shot)
+    if reason is None:
+        loop.state = LoopState.RUNNING
+        return run
+    _finish_unsent(run, RunStatus.SKIPPED, reason, now)
+    run.missed += 1  # the occurrences this outage cost: the folded ones and this one
+    loop.state = LoopState.FAILED if one_shot else LoopState.SCHEDULED
+    return run
+
+
+# What a claim reads of a loop: its schedule and what its run snapshots (issue 17: parsing the
+# other columns of every claimed loop cost more than the schedule maths). Not the prompt: the
+# database copies it into the revision's LoopPrompt itself (store_revision_prompts).
+_CLAIM_FIELDS = ["loop_id", "state", "next_at", "kind", "every_seconds", "after_seconds", "cron_expr", "tz"]
+_CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision"]
+
+
+def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
+    """Claim up to `limit` due loops in one short transaction; returns the new run IDs."""
+    with transaction.atomic(durable=True):
+        due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
+        if stores_text():
+            # Read as stored, not through Django's converter: one unreadable row must not fail the batch.
+            due = stored(due).only(*(name for name in _CLAIM_FIELDS if name != "next_at"))
+        else:
+            due = due.only(*_CLAIM_FIELDS)
+        loops = list(free_rows(due)[:limit])
+        runs, advanced, tally = [], [], Tally()
+        for loop in loops:
+            if stores_text():
+                loop.next_at = settle(loop, loop.stored_next_at, now=now)
+                if loop.next_at is None or loop.next_at > now:
+                    continue  # set aside, or only due in its old text form
+            due_at = loop.next_at
+            try:
+                run = _advance(loop, now)
+            except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
+                loop.next_at = due_at
+                try:
+                    _record_broken(loop, exc, now, tally)
+                except DatabaseError:  # its savepoint rolled back; the others still go ahead
+                    logger.exception("could not record the failure of loop %s", loop.loop_id)
+                continue
+            if connection.vendor != "postgresql":
+                # Compare-and-swap: only the clock that still sees the old deadline wins.
+                won = Loop.objects.filter(loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at).update(
+                    state=loop.state, next_at=loop.next_at
+                )
+                if not won:  # another clock took it first (its deadline was settled above, so not a form mismatch)
+                    continue
+            else:
+                advanced.append(loop)
+            runs.append(run)
+        update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in advanced])
+        # The unique occurrence key is the last guard against a double dispatch: a run that holds
+        # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
+        # and only the runs inserted here are delivered.
+        inserted = _insert(runs, skip_conflicts=True)
+        # Each run reads its prompt through its revision: stored once, the first time a run has it.
+        store_revision_prompts(sorted({run.loop_id for run in runs}))
+        by_id = {loop.loop_id: loop for loop in loops}
+        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally)
+        _record_misfires(
+            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], by_id, now, tally
+        )
+        tally.missed(sum(run.missed for run in runs))
+        tally.save()
+        # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
+        run_ids = [run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED]
+        enqueue_deliveries(run_ids)
+    return run_ids
+
+
+def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
+    """Catch-ups later than the misfire grace, now recorded as skipped runs: say so in the log.
+    A recurring loop was already moved on to its next occurrence and keeps its last result (the
+    reason is on the run); a failed one-shot shows the reason itself."""
+    for run in runs:
+        log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
+        tally.finished(RunStatus.SKIPPED)
+        if loops[run.loop_id].kind == ScheduleKind.AFTER:
+            Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
+
+
+def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
+    """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
+    does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
+    for run in runs:
+        taken = LoopRun.objects.filter(occurrence_key=run.occurrence_key).values_list("run_id", "status").first()
+        message = (
+            f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
+            f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice."
+        )
+        if run.status == RunStatus.SKIPPED:
+            run.missed -= 1  # a misfire counted itself as missed, but its occurrence has a run
+        # Its own key names the occurrence it stands for; the original key stays with the first run.
+        run.occurrence_key = skipped_occurrence_key(run.occurrence_key, run.run_id)
+        _finish_unsent(run, RunStatus.SKIPPED, message, now)
+        log_occurrence(logger, logging.ERROR, run, RunStatus.SKIPPED, now=now, error=message)
+        _insert([run])
+        tally.finished(RunStatus.SKIPPED)
+        loop = loops[run.loop_id]
+        state = LoopState.FAILED if loop.kind == ScheduleKind.AFTER else LoopState.SCHEDULED
+        Loop.objects.filter(loop_id=loop.loop_id).update(
+            state=state, last_run_at=now, last_result="failed", last_error=message
+        )
+
+
+def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
+    """Re-enqueue open runs whose retry time has come (a backoff ended, or their driver died)."""
+    with transaction.atomic(durable=True):
+        stale = LoopRun.objects.filter(status__in=OPEN_STATUSES, retry_at__lte=now).order_by("retry_at")
+        run_ids = list(free_rows(stale).values_list("run_id", flat=True)[:limit])
+        if not run_ids:
+            return []
+        # Pushing retry_at forward is what stops another clock from enqueueing them too (the
+        # rows are locked on PostgreSQL; SQLite's IMMEDIATE transactions serialize the clocks).
+        # Each hand-out is an attempt: a driver that died before recording one left no count.
+        LoopRun.objects.filter(run_id__in=run_ids).update(retry_at=now + lease(), attempt=F("attempt") + 1)
+        enqueue_deliveries(run_ids)
+    logger.info("re-enqueued %d open run(s)", len(run_ids))
+    return run_ids
+
+
+def next_wakeup() -> datetime | None:
+    """The earliest moment the clock has work: a loop deadline or a run's retry time."""
+    # Uses loop_due_idx and run_open_idx.
+    scheduled = Loop.objects.filter(state=LoopState.SCHEDULED)
+    if stores_text():
+        next_loop = earliest_deadline(scheduled)
+    else:
+        next_loop = scheduled.aggregate(at=Min("next_at"))["at"]
+    next_retry = LoopRun.objects.filter(status__in=OPEN_STATUSES).aggregate(at=Min("retry_at"))["at"]
+    moments = [moment for moment in (next_loop, next_retry) if moment is not None]
+    return min(moments) if moments else None

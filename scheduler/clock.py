@@ -1,0 +1,135 @@
+"""The loop clock (spec §5): find the earliest deadline, sleep until it with a clamped one-shot
+timer, claim what is due, repeat. It keeps no per-loop state in memory.
+
+Sleeping clocks are woken early when a loop is created or deleted: PostgreSQL delivers a
+NOTIFY on commit; on SQLite (one machine) the clock simply polls its cheap MIN(next_at) query.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from datetime import datetime, timedelta
+
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+
+from loops.models import SchedulerHeartbeat
+from loops.notify import CLOCK_CHANNEL, CLOCK_MAX_SLEEP, Listener, can_listen
+from scheduler.claims import CLAIM_BATCH, claim_due, next_wakeup, recover_runs
+
+logger = logging.getLogger("dshloop.clock")
+
+# Safe delay clamping: never sleep past MAX_SLEEP (heartbeat, and a missed NOTIFY is only a
+# delay, never a loss); never tick faster than MIN_SLEEP, so that occurrences falling due close
+# together are claimed (and delivered) as one batch rather than one task each.
+MAX_SLEEP = CLOCK_MAX_SLEEP
+MIN_SLEEP = 0.05
+SQLITE_POLL = 0.25
+HEARTBEAT_EVERY = timedelta(seconds=25)  # alive = a tick in the last 60 s (contract §4)
+# Reconnect backoff after a database error: no crash loop while PostgreSQL restarts.
+ERROR_BACKOFF = (0.5, 1, 2, 5, 10)
+
+
+class Waker:
+    """Sleeps until a timeout, a stop request, or (PostgreSQL) a NOTIFY on the clock channel."""
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+        self.listener = Listener(CLOCK_CHANNEL) if can_listen() else None
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            # Short slices keep a stop request answered within half a second.
+            if self.listener is None:
+                self.stop.wait(min(left, SQLITE_POLL))
+                return  # SQLite: poll the deadline query again
+            if self.listener.wait(min(left, 0.5)):
+                return
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+
+
+class Clock:
+    def __init__(self, *, stop: threading.Event | None = None, instance_id: str | None = None):
+        self.stop = stop or threading.Event()
+        self.instance_id = instance_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.waker = Waker(self.stop)
+        self.last_heartbeat: datetime | None = None
+        self.started_at = timezone.now()
+
+    def heartbeat(self, now: datetime) -> None:
+        if self.last_heartbeat and now - self.last_heartbeat < HEARTBEAT_EVERY:
+            return
+        # One UPDATE on every beat but the first (idle cost: statements per minute count).
+        if not SchedulerHeartbeat.objects.filter(instance_id=self.instance_id).update(last_tick_at=now):
+            SchedulerHeartbeat.objects.create(
+                instance_id=self.instance_id,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=self.started_at,
+                last_tick_at=now,
+            )
+        self.last_heartbeat = now
+
+    def tick(self) -> float:
+        """One pass: claim what is due, re-enqueue what needs it; returns seconds to sleep."""
+        now = timezone.now()  # taken once: the claim and the next deadline use the same clock
+        self.heartbeat(now)
+        wakeup = next_wakeup()  # reads only: an idle tick takes no write lock
+        if wakeup is not None and wakeup <= now:
+            claimed = claim_due(now=now)
+            recovered = recover_runs(now=now)
+            if len(claimed) >= CLAIM_BATCH or len(recovered) >= CLAIM_BATCH:
+                return 0.0  # more is due right now
+            wakeup = next_wakeup()
+        if wakeup is None:
+            return MAX_SLEEP
+        return min(max((wakeup - timezone.now()).total_seconds(), MIN_SLEEP), MAX_SLEEP)
+
+    def run(self) -> None:
+        logger.info("clock %s started", self.instance_id)
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                delay = self.tick()
+                failures = 0
+            except Exception as exc:
+                delay = ERROR_BACKOFF[min(failures, len(ERROR_BACKOFF) - 1)]
+                failures += 1
+                if isinstance(exc, DatabaseError):  # e.g. a server restart: expected, no traceback
+                    logger.warning("database unavailable (%s); retrying in %ss", str(exc).strip(), delay)
+                else:
+                    logger.exception("the clock's tick raised; retrying in %ss", delay)
+                self.reset()
+            if delay > 0:
+                self.waker.sleep(delay)
+        self.shutdown()
+
+    def reset(self) -> None:
+        """Start the next tick afresh: a new connection and a new listener. A failure can leave
+        the connection unusable (a server restart) and costs little to redo (a rare path)."""
+        try:
+            close_old_connections()
+            connection.close()
+        except Exception:
+            logger.debug("closing the connection after a failed tick raised", exc_info=True)
+        self.waker.close()
+
+    def shutdown(self) -> None:
+        self.waker.close()
+        try:
+            SchedulerHeartbeat.objects.filter(instance_id=self.instance_id).delete()
+        except DatabaseError:
+            pass
+        logger.info("clock %s stopped", self.instance_id)

@@ -1,0 +1,362 @@
+"""Deliver claimed occurrences: the durable sequence of spec §5, a batch at a time.
+
+claim (scheduler.claims) -> take the runs -> resolve and wake each target -> deliver to the inboxes
+with the occurrence keys -> record the runs -> update the loops.
+
+Failure policy: a transient host failure (unreachable, timeout, 5xx) is retried with
+exponential backoff inside the occurrence; a permanent one (target or preset gone, no global
+interface) fails at once. every/cron loops keep their schedule either way.
+
+With the embedded host (transactional) a whole batch — the runs taken, target changes, messages
+and records — is one transaction, and the runs' row locks are their lease: a crash rolls the
+messages back with the records and leaves the runs free for the clock to re-drive (issue 17: no
+separate lease-taking write). A remote host's deliveries are side effects made outside any
+transaction, so its runs are leased first (`lease_until`) and recorded only while the lease is
+still theirs; the inbox's occurrence-key idempotency absorbs a re-drive.
+
+`attempt` counts the times a run was handed to a driver: the claim (or run now) hands it out
+once, and each re-enqueue by the clock's recovery once more (scheduler.claims.recover_runs). So a
+run whose driver keeps dying before it records anything still runs out of attempts and is given
+up, although the embedded host's crashed attempts leave no write behind.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from core.bulk import update_rows
+from loops.models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, revision_prompts
+from loops.notify import CLOCK_MAX_SLEEP, notify_clocks
+from loops.runs import OPEN_STATUSES, free_rows, lease
+from monitoring.counters import Tally
+from scheduler.failures import after_failures, locked_loops, take_outcome
+from scheduler.message import loop_message, run_source
+from scheduler.occurrence_log import log_occurrence
+from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, LoopRow, RunRow
+from scheduler.targets import BatchView, PermanentFailure, resolve_target
+from sessions_app.hosts import get_host
+from sessions_app.hosts.base import HostError, Message
+
+logger = logging.getLogger("dshloop.delivery")
+
+MAX_ATTEMPTS = 6
+BACKOFF_BASE = timedelta(seconds=1)
+BACKOFF_CAP = timedelta(seconds=60)
+
+
+def backoff(attempt: int) -> timedelta:
+    """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5: about 31 s of patience in all."""
+    return min(BACKOFF_BASE * 2 ** (attempt - 1), BACKOFF_CAP)
+
+
+@dataclass
+class Outcome:
+    run: RunRow
+    delivered: bool = False
+    error: str = ""
+    retry: bool = False  # transient: back to claimed, due again after a backoff
+
+
+PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
+
+
+def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, LoopRow]]:
+    """Lock the batch's open runs that no other driver holds, and their loops; the caller holds
+    the transaction. Returns the runs to deliver and their loops (a deleted loop is missing).
+
+    A scheduled occurrence of a loop paused before it started is skipped here, not delivered: the
+    loop rows are locked too, so a pause that commits first is seen, and one that commits later
+    finds the run started or finished (a run in flight finishes; contract §9).
+    """
+    free = LoopRun.objects.filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lte=now), run_id__in=run_ids, status__in=OPEN_STATUSES
+    ).order_by("run_id")
+    runs = [RunRow(*row) for row in free_rows(free).values_list(*OPEN_RUN_COLUMNS)]
+    if not runs:
+        return [], {}
+    # Runs, then loops, each in key order: the order of every writer of both (no deadlocks).
+    loops = {
+        row[0]: LoopRow(*row)
+        for row in Loop.objects.select_for_update()
+        .filter(loop_id__in={run.loop_id for run in runs})
+        .order_by("loop_id")
+        .values_list(*LOOP_COLUMNS)
+    }
+
+    def paused_first(run: RunRow) -> bool:
+        loop = loops.get(run.loop_id)
+        return not run.manual and loop is not None and loop.state == LoopState.PAUSED
+
+    skipped = [run for run in runs if paused_first(run)]
+    for run in skipped:
+        log_occurrence(logger, logging.INFO, run, RunStatus.SKIPPED, now=now, error=PAUSED_FIRST)
+    if skipped:
+        LoopRun.objects.filter(run_id__in=[run.run_id for run in skipped]).update(
+            status=RunStatus.SKIPPED, error=PAUSED_FIRST, finished_at=now, retry_at=None, lease_until=None
+        )
+        tally = Tally()
+        tally.finished(RunStatus.SKIPPED, len(skipped))
+        tally.save()
+    for run in runs:
+        run.started_at = run.started_at or now
+    return [run for run in runs if not paused_first(run)], loops
+
+
+def _lease(runs: list[RunRow], now: datetime) -> None:
+    """A remote host's runs: held by this driver until the lease runs out (the caller commits it
+    before delivering), so that no other driver delivers them meanwhile."""
+    until = now + lease()
+    LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
+        status=RunStatus.DELIVERING,
+        started_at=Coalesce("started_at", Value(now)),
+        lease_until=until,
+        retry_at=until,
+    )
+    for run in runs:
+        run.lease_until = until
+
+
+def _failure(run: RunRow, *, error: str, transient: bool) -> Outcome:
+    if transient and run.attempt < MAX_ATTEMPTS:
+        return Outcome(run, error=error, retry=True)
+    return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
+
+
+def _prompts(runs: list[RunRow], loops: dict[str, LoopRow]) -> dict[str, str]:
+    """Each run's prompt, by run ID: its revision's. The loop row the batch read already holds it
+    while the loop is still at that revision (nearly always: no extra read on the hot path); a run
+    claimed before an edit reads its revision's from LoopPrompt. A deleted loop's run is not
+    delivered, so it needs none."""
+    prompts, older = {}, {}
+    for run in runs:
+        loop = loops.get(run.loop_id)
+        if loop is None:
+            continue
+        if loop.revision == run.revision:
+            prompts[run.run_id] = loop.prompt
+        else:
+            older[run.run_id] = (run.loop_id, run.revision)
+    if older:
+        stored = revision_prompts(set(older.values()))
+        prompts.update((run_id, stored.get(pair, "")) for run_id, pair in older.items())
+    return prompts
+
+
+def _prepare(run: RunRow, loop: LoopRow | None, host, prompt: str) -> Outcome | Message:
+    """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
+    if run.attempt > MAX_ATTEMPTS:
+        # Handed out again and again, and every driver died before recording an outcome: a
+        # poison occurrence must not keep its loop `running` and be re-driven forever.
+        return Outcome(
+            run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
+        )
+    source = run_source(run)
+    try:
+        if loop is None:
+            raise PermanentFailure("The loop was deleted before this occurrence was delivered.")
+        target = resolve_target(host, loop, run, source)
+        run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
+        if (run.target or loop.session_id) == "new" and not host.transactional:
+            # Remember the new session first: a retry of this occurrence must reuse it.
+            LoopRun.objects.filter(run_id=run.run_id).update(
+                target_session_id=run.target_session_id, fallback=run.fallback
+            )
+    except PermanentFailure as exc:
+        return Outcome(run, error=str(exc))
+    except HostError as exc:
+        return _failure(run, error=str(exc), transient=exc.transient)
+    except Exception as exc:
+        logger.exception("resolving the target of %s raised", run.occurrence_key)
+        return _failure(run, error=f"Unexpected error: {exc}", transient=True)
+    return Message(
+        target.session_id,
+        loop_message(loop_id=loop.loop_id, prompt=prompt),
+        source,
+        run.occurrence_key,
+    )
+
+
+def _deliver(runs: list[RunRow], loops: dict[str, LoopRow], host) -> list[Outcome]:
+    view = BatchView(
+        host,
+        {loop.session_id for loop in loops.values()}
+        | {run.target for run in runs}
+        | {loop.created_by_session_id for loop in loops.values()}
+        | {run.target_session_id for run in runs},
+    )
+    prompts = _prompts(runs, loops)
+    prepared = [(run, _prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
+    pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
+    try:
+        results = host.deliver_many([message for _, message in pending]) if pending else []
+    except Exception as exc:
+        logger.exception("delivering a batch of %d raised", len(pending))
+        results = [HostError(f"Unexpected error: {exc}", transient=True)] * len(pending)
+    delivered = {
+        run.run_id: (
+            Outcome(run, delivered=True)
+            if not isinstance(result, HostError)
+            else _failure(run, error=str(result), transient=result.transient)
+        )
+        for (run, _), result in zip(pending, results, strict=True)
+    }
+    return [delivered.get(run.run_id) or item for run, item in prepared]
+
+
+def _still_leased(runs: list[RunRow]) -> list[RunRow]:
+    """A remote host's runs still under this driver's lease, locked, with what a host may have
+    reported meanwhile; the caller holds the record's transaction. If a lease ran out and another
+    driver took over, its record wins. These rows are ours (leased), so wait for a lock another
+    transaction holds on one rather than skip it, in key order like every writer of runs."""
+    leases = {run.run_id: run.lease_until for run in runs}
+    current = {
+        run_id: (turn, summary, error)
+        for run_id, lease_until, turn, summary, error in LoopRun.objects.select_for_update()
+        .filter(run_id__in=list(leases), status__in=OPEN_STATUSES)
+        .order_by("run_id")
+        .values_list("run_id", "lease_until", "outcome", "summary", "error")
+        if lease_until == leases[run_id]
+    }
+    for run in runs:
+        if run.run_id in current:
+            run.outcome, run.summary, run.error = current[run.run_id]
+    return [run for run in runs if run.run_id in current]
+
+
+def _record(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
+    """Record a batch of outcomes and update their loops; the caller holds the transaction and
+    the runs' rows (taken or still leased)."""
+    tally = Tally()
+    for outcome in outcomes:
+        # A host may report the turn's end before the delivery is recorded (contract §10).
+        if outcome.run.outcome:
+            outcome.error = outcome.error or outcome.run.error
+        _settle(outcome, now)
+        if not outcome.retry:
+            tally.finished(outcome.run.status)
+        if outcome.delivered:
+            tally.delivered_late(outcome.run.scheduled_at, now)
+    tally.save()
+    update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
+    _update_loops(outcomes, loops, now)
+
+
+_RUN_FIELDS = (
+    "status",
+    "error",
+    "retry_at",
+    "finished_at",
+    "lease_until",
+    "started_at",
+    "target_session_id",
+    "fallback",
+)
+
+
+def _settle(outcome: Outcome, now: datetime) -> None:
+    """Set a run's fields from its outcome, and log it: one line per occurrence."""
+    run = outcome.run
+    if outcome.retry:
+        run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
+        log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=outcome.error)
+    else:
+        run.status = RunStatus.DELIVERED if outcome.delivered else RunStatus.FAILED
+        run.retry_at, run.finished_at = None, now
+        log_occurrence(logger, logging.INFO, run, run.status, now=now, error=outcome.error)
+    run.error, run.lease_until = outcome.error, None
+
+
+def _update_loops(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
+    """One UPDATE per distinct result: a batch that all went well is one statement."""
+    finished = [outcome for outcome in outcomes if not outcome.retry]
+    by_result = defaultdict(list)
+    for outcome in finished:
+        by_result[outcome.run.status, outcome.error, outcome.run.manual].append(outcome.run.loop_id)
+    for (status, error, manual), loop_ids in by_result.items():
+        # spec §3: a delivered `after` loop is completed and leaves the active list; a failed one
+        # stays visible as failed. A manual run (run now) is not the loop's occurrence: it changes
+        # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
+        after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
+        states = [] if manual else [When(kind=ScheduleKind.AFTER, then=Value(after_state))]
+        # A scheduled run that went well ends its loop's failure streak (issue 16).
+        streak = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
+        Loop.objects.filter(loop_id__in=loop_ids).update(
+            last_run_at=now,
+            last_result=status,
+            last_error=error,
+            last_outcome="",
+            last_summary="",
+            state=Case(
+                *states,
+                When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
+                default=F("state"),
+            ),
+            **streak,
+        )
+    _apply_failure_policy([outcome.run for outcome in finished], now)
+    soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
+    if any(
+        loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
+        for loop in (loops.get(outcome.run.loop_id) for outcome in finished)
+        if loop
+    ):
+        # Claimable again soon: a clock sleeping past that deadline must wake up.
+        transaction.on_commit(notify_clocks)
+
+
+def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:
+    """Back off or pause loops whose scheduled run failed (scheduler.failures). The rare runs whose
+    turn's outcome the host reported before this record take it from the history instead."""
+    reported = {run.loop_id: run for run in runs if run.outcome}
+    failed = {run.loop_id: run for run in runs if run.status == RunStatus.FAILED and not run.outcome and not run.manual}
+    if not reported and not failed:
+        return
+    for loop in locked_loops([*reported, *failed]):
+        if loop.loop_id in reported:
+            take_outcome(loop, reported[loop.loop_id], now=now)
+        else:
+            after_failures(loop, loop.consecutive_failures + 1, error=failed[loop.loop_id].error, now=now)
+
+
+def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
+    """Drive a batch of runs to delivered, failed or a later retry; returns how many were ours.
+
+    `now` pins the clock for the whole batch (STYLE §7); without it each step reads the clock,
+    because host calls take real time and a backoff counts from the failure.
+    """
+
+    def clock() -> datetime:
+        return now or timezone.now()
+
+    host = get_host()
+    if host.transactional:
+        # The embedded host: runs taken, messages, target changes and records commit together.
+        with transaction.atomic(durable=True):
+            runs, loops = _take(run_ids, clock())
+            if runs:
+                _record(_deliver(runs, loops, host), loops, clock())
+        return len(runs)
+    # A remote host's deliveries are side effects: no transaction is held open across them.
+    with transaction.atomic(durable=True):
+        runs, loops = _take(run_ids, clock())
+        _lease(runs, clock())
+    if not runs:
+        return 0
+    outcomes = _deliver(runs, loops, host)
+    with transaction.atomic(durable=True):
+        ours = {run.run_id for run in _still_leased(runs)}
+        _record([outcome for outcome in outcomes if outcome.run.run_id in ours], loops, clock())
+    return len(runs)
+
+
+def deliver_run(run_id: str, *, now: datetime | None = None) -> bool:
+    """Drive one run. False if it was not ours to drive (finished, or leased by another driver)."""
+    return deliver_runs([run_id], now=now) == 1

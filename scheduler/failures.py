@@ -1,0 +1,117 @@
+"""Failing loops back off, and pause themselves (issue 16, contract §10).
+
+A recurring loop whose occurrences keep failing (a failed delivery, or a turn its host reports
+failed) must neither hammer a broken target on its own schedule nor fail forever unseen. After
+the n-th failure in a row its next claim waits DSHLOOP_FAILURE_BACKOFF_SECONDS[n-1] (the last
+repeats), never earlier than the schedule; after DSHLOOP_AUTO_PAUSE_AFTER in a row it is paused,
+with the reason and an `auto_paused` event. A success resets the count.
+
+Manual runs (run now) do not count: they are an operator's test, not the schedule's. Skipped runs
+were never sent, so they neither fail nor succeed.
+
+The callers hold the transaction and the loop rows' locks (delivery records, outcome reports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+from loops import schedules
+from loops.events import SCHEDULER, record_event
+from loops.models import EventKind, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus, ScheduleKind
+
+AUTO = "auto: "  # contract §9: the pause_reason of a pause the scheduler made
+_REASON_LENGTH = Loop._meta.get_field("pause_reason").max_length
+
+
+def failure_backoff(failures: int) -> timedelta:
+    """How long the next claim waits after this many failures in a row (1 → the first step)."""
+    steps = settings.DSHLOOP_FAILURE_BACKOFF_SECONDS
+    return timedelta(seconds=steps[min(failures, len(steps)) - 1])
+
+
+def is_failure(status: str, outcome: str) -> bool:
+    """A run's verdict: the host's outcome once it is known, else how its delivery ended. A
+    cancelled turn is someone's decision, not a broken loop."""
+    if outcome:
+        return outcome == RunOutcome.FAILED
+    return status == RunStatus.FAILED
+
+
+def auto_pause_reason(error: str) -> str:
+    reason = AUTO + (error or "failed").strip()
+    return reason if len(reason) <= _REASON_LENGTH else reason[: _REASON_LENGTH - 1] + "…"
+
+
+def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> None:
+    """Set a locked loop's count to `failures` (the streak including this one) and apply the
+    policy: pause after DSHLOOP_AUTO_PAUSE_AFTER in a row, else push its next claim back."""
+    loop.consecutive_failures = failures
+    fields = ["consecutive_failures"]
+    active = loop.state in (LoopState.SCHEDULED, LoopState.RUNNING)
+    if loop.kind != ScheduleKind.AFTER and active:
+        limit = settings.DSHLOOP_AUTO_PAUSE_AFTER
+        if limit and failures >= limit:
+            loop.state, loop.next_at, loop.paused_at = LoopState.PAUSED, None, now
+            loop.pause_reason = auto_pause_reason(error)
+            fields += ["state", "next_at", "paused_at", "pause_reason"]
+            record_event(loop, EventKind.AUTO_PAUSED, SCHEDULER, at=now)
+        elif loop.next_at is not None:
+            not_before = now + failure_backoff(failures)
+            if loop.next_at < not_before:
+                # The first occurrence at or after the backoff: the grid is kept (never earlier than
+                # the schedule), the occurrences in between are not attempted.
+                loop.next_at = schedules.next_occurrence(
+                    loop.schedule,
+                    created_at=loop.anchor,
+                    after=not_before - timedelta(milliseconds=1),
+                    host_tz=settings.TIME_ZONE,
+                )
+                fields.append("next_at")
+    loop.save(update_fields=fields)
+
+
+def count_failures(loop_id: str) -> int:
+    """The loop's current streak from its history: failures since its newest non-failure, among
+    its finished scheduled runs claimed since it was last resumed (a resume starts a fresh count),
+    newest first. Bounded by the run history kept (retention)."""
+    finished = LoopRun.objects.filter(
+        loop_id=loop_id, manual=False, status__in=(RunStatus.DELIVERED, RunStatus.FAILED)
+    ).order_by("-scheduled_at")
+    resumed = (
+        LoopEvent.objects.filter(loop_id=loop_id, kind=EventKind.RESUMED).order_by("-at").values_list("at", flat=True)
+    ).first()
+    if resumed is not None:
+        finished = finished.filter(claimed_at__gte=resumed)
+    finished = finished.values_list("status", "outcome")
+    streak = 0
+    for status, outcome in finished.iterator(chunk_size=50):
+        if not is_failure(status, outcome):
+            break
+        streak += 1
+    return streak
+
+
+def take_outcome(loop: Loop, run: LoopRun, *, now: datetime, latest: bool = True) -> None:
+    """A locked loop takes in a turn outcome its host reported for `run`: the loop row shows it
+    while the run is its latest, and a scheduled run's verdict changes the streak (recounted
+    from the history, since the delivery may already have reset or raised it)."""
+    if latest:
+        loop.last_outcome, loop.last_summary = run.outcome, run.summary
+        loop.save(update_fields=["last_outcome", "last_summary"])
+    if run.manual:
+        return
+    streak = count_failures(loop.loop_id)
+    if streak > loop.consecutive_failures:
+        after_failures(loop, streak, error=run.error, now=now)
+    elif streak != loop.consecutive_failures:
+        loop.consecutive_failures = streak
+        loop.save(update_fields=["consecutive_failures"])
+
+
+def locked_loops(loop_ids: Iterable[str]) -> list[Loop]:
+    """Loops for the policy, locked in key order (as every writer of loops locks them)."""
+    return list(Loop.objects.select_for_update().filter(loop_id__in=set(loop_ids)).order_by("loop_id"))

@@ -1,0 +1,73 @@
+"""How the turn a delivery started ended (issue 16, contract §10).
+
+"Delivered" only means the message reached the inbox. The host reports the turn's end — through
+`POST /api/host/runs/{run_id}/outcome`, or (the `dsh` host) read from DSH's own session log by
+scheduler.outcome_watch — and the run, its loop's row and the loop's failure streak take it in.
+Recording is idempotent for the same outcome; a different one is refused: the first report wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import InvalidInput, NotFound, OutcomeRecorded
+from core.timeutil import truncate_to_ms
+from loops.models import LoopRun, RunOutcome, RunStatus
+from scheduler.failures import locked_loops, take_outcome
+
+logger = logging.getLogger("dshloop.delivery")
+
+TEXT_LIMIT = 4000  # contract §10: summary and error, each
+
+
+def record_outcome(
+    *, run_id: str, status: str, summary: str = "", error: str = "", now: datetime | None = None
+) -> LoopRun:
+    """Record a run's turn outcome (one transaction); the run as it now is."""
+    assert status in RunOutcome.values, status
+    now = truncate_to_ms(now or timezone.now())
+    with transaction.atomic(durable=True):
+        run = LoopRun.objects.select_for_update().filter(run_id=run_id).first()
+        if run is None:
+            raise NotFound(f"No run {run_id!r}: the delivered message's source.run_id names the run.", field="run_id")
+        if run.outcome:
+            if run.outcome != status:
+                raise OutcomeRecorded(
+                    f"Run {run_id} already has the outcome {run.outcome!r}; the first report stands.", field="status"
+                )
+            return run
+        if run.status == RunStatus.SKIPPED:
+            raise InvalidInput(f"Run {run_id} was skipped: nothing was delivered, so no turn ended.", field="run_id")
+        run.outcome, run.summary, run.outcome_at = status, summary, now
+        run.error = error or run.error
+        run.save(update_fields=["outcome", "summary", "outcome_at", "error"])
+        logger.info(
+            "loop=%s scheduled=%s turn=%s run=%s%s",
+            run.loop_id,
+            run.scheduled_at.isoformat(),
+            status,
+            run.run_id,
+            f" error={error!r}" if error else "",
+        )
+        if run.status in (RunStatus.DELIVERED, RunStatus.FAILED):
+            # An open run takes its outcome in when its delivery is recorded (scheduler.delivery).
+            _update_loop(run, now)
+    return run
+
+
+def _update_loop(run: LoopRun, now: datetime) -> None:
+    for loop in locked_loops([run.loop_id]):
+        take_outcome(loop, run, now=now, latest=_is_latest(run))
+
+
+def _is_latest(run: LoopRun) -> bool:
+    """No newer run of its loop has finished: the loop row shows this run's outcome."""
+    return not LoopRun.objects.filter(
+        loop_id=run.loop_id,
+        scheduled_at__gt=run.scheduled_at,
+        status__in=(RunStatus.DELIVERED, RunStatus.FAILED),
+    ).exists()

@@ -1,0 +1,114 @@
+"""Resolve a loop's target to a concrete, awake session at delivery time (spec §2.1, §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from scheduler.rows import LoopRow, RunRow
+from sessions_app.hosts.base import Host
+from sessions_app.records import SessionInfo
+
+
+class PermanentFailure(Exception):
+    """Retrying cannot help (target gone, preset gone, no global interface)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    session_id: str
+    status: str
+    fallback: str = ""  # what was inherited from the profile default, and why
+
+
+class BatchView:
+    """The host as seen by one delivery batch: the batch's sessions are looked up in one go."""
+
+    def __init__(self, host: Host, session_ids: set[str]):
+        self.host = host
+        self.sessions = host.get_sessions(session_ids - {"", "self", "new"})
+        self._global: list[SessionInfo | None] = []
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        return self.host.get_session(session_id)
+
+    def global_session(self) -> SessionInfo | None:
+        if not self._global:
+            self._global.append(self.host.global_session())
+        return self._global[0]
+
+    def resume_session(self, session_id: str) -> SessionInfo:
+        self.sessions[session_id] = self.host.resume_session(session_id)
+        return self.sessions[session_id]
+
+    def __getattr__(self, name: str):
+        return getattr(self.host, name)
+
+
+def _awake(host: Host, session: SessionInfo) -> SessionInfo:
+    # spec §5: a cold target is resumed first, with no preset and no model override.
+    return host.resume_session(session.session_id) if session.status == "cold" else session
+
+
+def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
+    """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
+
+    The creator is the source of inheritance (panel-made loops record the global interface as their
+    creator, contract §2). If it is gone, or there is none (no caller and no global interface), the
+    profile default is used and said so, never another session's configuration.
+    """
+    if loop.preset:
+        preset = host.get_preset(loop.preset)
+        if preset is None or not preset.mountable:
+            raise PermanentFailure(f"Preset {loop.preset!r} is gone or no longer mountable; recreate the loop.")
+    origin = host.get_session(loop.created_by_session_id) if loop.created_by_session_id else None
+    fallbacks = []
+    if loop.preset:
+        preset_name = loop.preset
+    elif origin and origin.preset:
+        preset_name = origin.preset
+    else:
+        preset_name = settings.DSHLOOP_DEFAULT_PRESET
+        fallbacks.append("preset")
+    if origin and origin.model:
+        model = origin.model
+    else:
+        model = settings.DSHLOOP_DEFAULT_MODEL
+        fallbacks.append("model")
+    fallback = ""
+    if fallbacks:
+        if not loop.created_by_session_id:  # made with no caller and no global interface (services.loop_create)
+            why = "created without a source session"
+        elif origin is None:
+            why = f"source session {loop.created_by_session_id!r} unavailable"
+        else:
+            why = "source has none"
+        fallback = f"profile default {' and '.join(fallbacks)} ({why})"
+    session_id = host.create_session(preset=preset_name, model=model, first_prompt=loop.prompt, source=source)
+    return Target(session_id, "idle", fallback)
+
+
+def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
+    # The target the run was claimed with: an edit while it is in flight applies to later runs
+    # (issue 15: a run in flight finishes with its old revision).
+    target = run.target or loop.session_id
+    if target == "new":
+        if run.target_session_id:  # made on an earlier attempt of this occurrence
+            session = host.get_session(run.target_session_id)
+            if session:
+                session = _awake(host, session)  # it may have gone cold since that attempt
+                return Target(session.session_id, session.status)
+        return _new_session(host, loop, run, source)
+    if target == "self":
+        session = host.global_session()
+        if session is None:
+            raise PermanentFailure('No global interface session is available for target "self".')
+    else:
+        session = host.get_session(target)
+        if session is None:
+            raise PermanentFailure(f"Target session {target!r} no longer exists.")
+    session = _awake(host, session)
+    return Target(session.session_id, session.status)

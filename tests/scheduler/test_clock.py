@@ -1,0 +1,76 @@
+"""The clock keeps going whatever a tick raises; only a stop request ends it (issue 12, defect 2)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from scheduler import clock as clock_module
+from scheduler.clock import Clock
+
+
+class Ticks:
+    """Stands in for Clock.tick: raises the given errors in turn, then asks for a stop."""
+
+    def __init__(self, errors: list[BaseException], stop: threading.Event):
+        self.errors, self.stop, self.calls = list(errors), stop, 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        self.stop.set()
+        return 0.0
+
+
+@pytest.fixture
+def no_backoff(monkeypatch):
+    slept = []
+    monkeypatch.setattr(clock_module, "ERROR_BACKOFF", (0.001, 0.002))
+    monkeypatch.setattr(clock_module.Waker, "sleep", lambda self, seconds: slept.append(seconds))
+    return slept
+
+
+@pytest.mark.django_db
+def test_an_unexpected_exception_is_logged_with_its_traceback_and_retried_with_backoff(no_backoff, caplog):
+    stop = threading.Event()
+    clock = Clock(stop=stop)
+    clock.tick = Ticks([RuntimeError("boom in the claim path"), KeyError("odd row"), ValueError("again")], stop)
+
+    with caplog.at_level(logging.WARNING, logger="dshloop.clock"):
+        clock.run()
+
+    assert clock.tick.calls == 4  # three failures, then a normal tick
+    assert no_backoff == [0.001, 0.002, 0.002]  # the database backoff, capped at its last step
+    failures = [record for record in caplog.records if "tick raised" in record.getMessage()]
+    assert len(failures) == 3
+    assert all(record.exc_info for record in failures)  # with the traceback
+    assert "boom in the claim path" in str(failures[0].exc_info[1])
+
+
+@pytest.mark.django_db
+def test_a_database_error_is_a_warning_without_a_traceback(no_backoff, caplog):
+    from django.db import OperationalError
+
+    stop = threading.Event()
+    clock = Clock(stop=stop)
+    clock.tick = Ticks([OperationalError("server closed the connection")], stop)
+
+    with caplog.at_level(logging.WARNING, logger="dshloop.clock"):
+        clock.run()
+
+    [warning] = [record for record in caplog.records if "database unavailable" in record.getMessage()]
+    assert warning.exc_info is None and "server closed the connection" in warning.getMessage()
+
+
+@pytest.mark.django_db
+def test_a_base_exception_still_ends_the_clock(no_backoff):
+    """Only Exception is retried: KeyboardInterrupt and SystemExit are how a process stops."""
+    stop = threading.Event()
+    clock = Clock(stop=stop)
+    clock.tick = Ticks([KeyboardInterrupt()], stop)
+
+    with pytest.raises(KeyboardInterrupt):
+        clock.run()

@@ -1,0 +1,185 @@
+"""Deadlines stored in another form on SQLite (scheduler.stored_times): the clock is never starved.
+
+Rows are written with raw SQL, as a hand edit or another tool would, in forms Django does not
+write: ISO with "T" and "Z", an offset, an integer, garbage. On PostgreSQL the column is typed, so
+only the no-op of the sweep is checked there.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import time_machine
+from django.db import connection
+from django.test import Client
+
+from loops.models import UNREADABLE_REASON, Loop, LoopEvent, LoopRun, LoopState, RunStatus, SchedulerHeartbeat
+from scheduler.claims import claim_due, next_wakeup
+from scheduler.stored_times import django_form, parse_stored, settle_step
+from tests.conftest import T0, create_loop, every, s
+
+pytestmark = pytest.mark.django_db
+
+sqlite_only = pytest.mark.skipif("connection.vendor != 'sqlite'", reason="only SQLite stores deadlines as text")
+
+
+def write_next_at(loop: Loop, value) -> None:
+    """Store `value` as the loop's next_at exactly, bypassing Django's adaptation."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Loop._meta.db_table} SET next_at = %s WHERE loop_id = %s", [value, loop.loop_id])
+
+
+def stored_next_at(loop: Loop):
+    with connection.cursor() as cursor:
+        # As text: sqlite3 would convert a column declared "datetime" on the way out.
+        cursor.execute(f"SELECT CAST(next_at AS text) FROM {Loop._meta.db_table} WHERE loop_id = %s", [loop.loop_id])
+        return cursor.fetchone()[0]
+
+
+def claim(now: datetime, **kwargs) -> list[str]:
+    with time_machine.travel(now, tick=False):
+        return claim_due(now=now, **kwargs)
+
+
+@pytest.fixture
+def loops(make_session):
+    make_session("ses_a", status="idle")
+
+    def make(count: int = 1) -> list[Loop]:
+        return [create_loop(every(60), target="ses_a", at=T0) for _ in range(count)]
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("raw", "moment"),
+    [
+        ("2025-06-02T10:00:30Z", datetime(2025, 6, 2, 10, 0, 30, tzinfo=UTC)),
+        ("2025-06-02 12:00:30+02:00", datetime(2025, 6, 2, 10, 0, 30, tzinfo=UTC)),
+        ("2025-06-02 10:00:30.5", datetime(2025, 6, 2, 10, 0, 30, 500000, tzinfo=UTC)),
+        ("2025-06-02", datetime(2025, 6, 2, tzinfo=UTC)),
+        ("  2025-06-02 10:00:30  ", datetime(2025, 6, 2, 10, 0, 30, tzinfo=UTC)),
+    ],
+)
+def test_readable_forms_name_their_moment_in_utc(raw, moment):
+    assert parse_stored(raw) == moment
+
+
+@pytest.mark.parametrize("raw", [1748858400, 17.5, "soon", "2025-13-45 99:99:99", "", b"\x00", None])
+def test_what_names_no_moment_parses_to_none(raw):
+    assert parse_stored(raw) is None
+
+
+@sqlite_only
+@pytest.mark.parametrize("raw", ["2025-06-02 10:01:00Z", "2025-06-02 10:01:00+00:00", "2025-06-02 10:01:00.000"])
+def test_a_due_deadline_in_another_form_is_claimed_once_and_stored_in_djangos_form(loops, raw):
+    """Before: the claim's compare-and-swap bound Django's form and never matched this row."""
+    [loop] = loops()
+    write_next_at(loop, raw)
+    [run_id] = claim(T0 + s(61))
+    run = LoopRun.objects.get(run_id=run_id)
+    assert run.scheduled_at == T0 + s(60)
+    assert stored_next_at(loop) == django_form(T0 + s(120))  # advanced, in Django's form
+    assert claim(T0 + s(62)) == []
+
+
+@sqlite_only
+def test_a_readable_deadline_not_due_in_truth_is_rewritten_and_not_claimed(loops):
+    [loop] = loops()
+    # By text it is due at T0 + 61 s ("2025-06-02 10…" < "2025-06-02 10:01:01"); in truth 12:01 UTC.
+    write_next_at(loop, "2025-06-02 10:01:00-02:00")
+    assert claim(T0 + s(61)) == []
+    assert stored_next_at(loop) == django_form(datetime(2025, 6, 2, 12, 1, tzinfo=UTC))
+    assert Loop.objects.get(pk=loop.pk).state == LoopState.SCHEDULED
+
+
+@sqlite_only
+def test_a_batch_of_unreadable_due_rows_is_set_aside_and_the_rest_fire(loops):
+    """Before: the same 500 rows came back at the head of every claim and nothing else fired."""
+    *bad, good = loops(6)
+    for loop in bad:
+        write_next_at(loop, 1748858400)  # an integer: below every text, so due to the query forever
+    first = claim(T0 + s(61), limit=5)
+    second = claim(T0 + s(62), limit=5)
+    assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in first + second] == [good.loop_id]
+    for loop in bad:
+        loop.refresh_from_db()
+        assert (loop.state, loop.next_at, loop.pause_reason) == (LoopState.PAUSED, None, UNREADABLE_REASON)
+        assert list(LoopEvent.objects.filter(loop_id=loop.loop_id).order_by("id").values_list("kind", flat=True)) == [
+            "created",
+            "auto_paused",
+        ]
+    assert not LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in bad]).exists()
+
+
+@sqlite_only
+def test_the_clock_wakes_for_the_real_deadline_beside_an_unreadable_one(loops):
+    bad, good = loops(2)
+    write_next_at(bad, "soon")  # above every date as text: hidden from the due query
+    with time_machine.travel(T0, tick=False):
+        assert next_wakeup() == T0 + s(60)
+    write_next_at(good, 1748858400)
+    with time_machine.travel(T0, tick=False):
+        assert next_wakeup() is None  # neither names a moment the clock can sleep to: its longest sleep
+
+
+@sqlite_only
+def test_the_sweep_settles_hidden_deadlines_and_sets_aside_garbage(loops):
+    hidden, garbage, fine = loops(3)
+    write_next_at(hidden, "2025-06-02T10:00:30Z")  # "T" sorts after " ": due to text only tomorrow
+    write_next_at(garbage, "next tuesday")
+    with time_machine.travel(T0, tick=False):
+        assert settle_step(now=T0) is False
+    assert stored_next_at(hidden) == django_form(T0 + s(30))
+    assert stored_next_at(fine) == django_form(T0 + s(60))
+    assert Loop.objects.get(pk=garbage.pk).pause_reason == UNREADABLE_REASON
+    assert [LoopRun.objects.get(run_id=r).loop_id for r in claim(T0 + s(31))] == [hidden.loop_id]
+
+
+@sqlite_only
+def test_the_sweep_works_in_bounded_batches(loops):
+    made = loops(5)
+    for loop in made:
+        write_next_at(loop, "2025-06-02T10:00:30Z")
+    with time_machine.travel(T0, tick=False):
+        assert settle_step(now=T0, limit=2) is True
+        assert settle_step(now=T0, limit=2) is True
+        assert settle_step(now=T0, limit=2) is False
+    assert {stored_next_at(loop) for loop in made} == {django_form(T0 + s(30))}
+
+
+def test_the_sweep_is_a_no_op_where_deadlines_are_typed(loops):
+    loops()
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite stores text: see the tests above")
+    assert settle_step(now=T0) is False
+
+
+@sqlite_only
+def test_health_names_the_set_aside_loops_until_they_are_resumed(loops, manage_api):
+    [loop] = loops()
+    SchedulerHeartbeat.objects.create(instance_id="h:1", hostname="h", pid=1, started_at=T0, last_tick_at=T0)
+    write_next_at(loop, "garbage")
+    with time_machine.travel(T0, tick=False):
+        settle_step(now=T0)
+        response = Client().get("/api/health")
+    assert response.status_code == 200  # loops still fire: a problem for a person, not an outage
+    [problem] = response.json()["problems"]
+    assert problem.startswith("1 loop was paused because the stored next run time was not a timestamp")
+    with time_machine.travel(T0 + s(1), tick=False):
+        assert manage_api.post(f"/api/loops/{loop.loop_id}/resume", {}).status_code == 200
+        response = Client().get("/api/health")
+    assert "problems" not in response.json()
+    loop.refresh_from_db()
+    assert loop.state == LoopState.SCHEDULED and loop.next_at == T0 + s(60)
+    assert stored_next_at(loop) == django_form(T0 + s(60))
+
+
+@sqlite_only
+def test_a_run_records_the_settled_moment_not_the_text(loops):
+    [loop] = loops()
+    write_next_at(loop, "2025-06-02 09:01:00-01:00")  # due to text; 10:01 UTC in truth
+    [run_id] = claim(T0 + s(61))
+    run = LoopRun.objects.get(run_id=run_id)
+    assert (run.status, run.scheduled_at) == (RunStatus.CLAIMED, T0 + s(60))

@@ -1,0 +1,70 @@
+"""A real `runloops` on SQLite is not starved by loop rows whose deadline it cannot claim as stored.
+
+More due rows than one claim batch hold next_at in forms Django does not write (ISO with "T"/"Z",
+an integer, garbage), written by hand as another tool would. Before, the same batch came back on
+every tick and nothing else fired. Now the readable ones fire once and are stored in Django's
+form, the unreadable ones are set aside (paused, logged, a health problem), and an ordinary loop
+created after them fires on time.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState
+from scheduler.claims import CLAIM_BATCH
+from tests.conftest import create_loop, every
+from tests.processes import wait_for
+
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif("connection.vendor != 'sqlite'", reason="PostgreSQL's typed column cannot hold these forms"),
+]
+
+
+def write_next_at(loop_ids: list[str], value) -> None:
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {Loop._meta.db_table} SET next_at = %s WHERE loop_id = %s",
+            [(value, loop_id) for loop_id in loop_ids],
+        )
+
+
+def test_rows_the_claim_cannot_take_do_not_starve_a_real_scheduler(schedulers, make_session):
+    make_session("ses_a", status="idle")
+    past = timezone.now() - timedelta(minutes=5)
+    iso_due = [create_loop(every(3600), target="ses_a").loop_id for _ in range(CLAIM_BATCH)]
+    garbage = [create_loop(every(3600), target="ses_a").loop_id for _ in range(20)]
+    write_next_at(iso_due, past.strftime("%Y-%m-%dT%H:%M:%SZ"))  # due, in another form, at the head of the queue
+    write_next_at(garbage[:10], "not a time")
+    write_next_at(garbage[10:], 1748858400)  # an integer: sorts before every text
+    ordinary = create_loop(every(1), target="ses_a", prompt="tick").loop_id
+
+    schedulers.start_ready(1)
+
+    wait_for(
+        lambda: LoopRun.objects.filter(loop_id=ordinary, status="delivered").count() >= 2,
+        timeout=30,
+        message="the ordinary loop to fire twice",
+    )
+    wait_for(
+        lambda: LoopRun.objects.filter(loop_id__in=iso_due, status="delivered").count() == len(iso_due),
+        timeout=30,
+        message="every loop due in another form to fire",
+    )
+    # Once each: their next deadline is an hour on, in Django's form.
+    assert LoopRun.objects.filter(loop_id__in=iso_due).count() == len(iso_due)
+    assert all(loop.next_at > timezone.now() for loop in Loop.objects.filter(loop_id__in=iso_due))
+
+    set_aside = Loop.objects.filter(loop_id__in=garbage)
+    assert {(loop.state, loop.pause_reason) for loop in set_aside} == {(LoopState.PAUSED, UNREADABLE_REASON)}
+    assert not LoopRun.objects.filter(loop_id__in=garbage).exists()
+    health = Client().get("/api/health").json()
+    assert any("20 loops were paused" in problem for problem in health["problems"]), health
+    log = schedulers.started[0].output()
+    assert all(loop_id in log for loop_id in garbage)
