@@ -97,7 +97,7 @@ def test_a_500_is_logged_with_its_traceback_answered_in_json_and_counted(
             assert record["exception"].startswith("Traceback (most recent call last):"), record
             assert "no such table: sessions_app_sessionheader" in record["exception"], record
     else:
-        head = "ERROR core.errors POST /api/tools/list_sessions: unexpected error, answered 500\nTraceback"
+        head = "ERROR dshloop.errors POST /api/tools/list_sessions: unexpected error, answered 500\nTraceback"
         assert head in log, log
         assert "ERROR dshloop.mcp MCP tool list_sessions failed\nTraceback" in log, log
         assert log.count("no such table: sessions_app_sessionheader") >= 2, log
