@@ -88,14 +88,15 @@ def run_child(args) -> dict:
     from django.utils import timezone
 
     from core.timeutil import truncate_to_ms
-    from loops import schedules, services
+    from loops import schedules
     from loops.events import Actor
+    from loops.services import create
     from scheduler.retention import Pruner
 
     call_command("migrate", verbosity=0)
     now = truncate_to_ms(timezone.now())
     for index in range(args.loops):
-        services.loop_create(
+        create.loop_create(
             prompt=prompt(index, args.chars),
             schedule=schedules.Every(args.every),
             target="new",

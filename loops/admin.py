@@ -1,5 +1,5 @@
 """Admin for the loop registry (contract §8). Writes go through the services, never the ORM:
-adding a loop opens the panel's form (services.loop_create), deleting calls services.loop_delete,
+adding a loop opens the panel's form (loops.services.create), deleting calls lifecycle.loop_delete,
 the bulk Pause / Resume / Run now actions call the operators' operations (contract §9), and loops
 and runs are otherwise read-only (spec §1: there is no update tool; edits are the panel's form)."""
 
@@ -17,12 +17,13 @@ from django.utils.html import format_html, format_html_join
 
 from core.admin import ReadOnlyAdmin
 from core.errors import ApiError, UnknownLoop
-from loops import humanize, operations, services
+from loops import humanize
 from loops.events import Actor
 from loops.humanize import loop_zone, preview
-from loops.models import Loop, LoopRun, LoopState, SchedulerHeartbeat
+from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, SchedulerHeartbeat
 from loops.presenters import loop_state
 from loops.selectors import fire_times, loop_runs
+from loops.services import lifecycle
 
 RUN_HISTORY = 50
 
@@ -50,10 +51,7 @@ class LoopAdmin(admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["loop_id", "name", "prompt", "current_state", "revision", "panel_link"]}),
         ("Paused", {"fields": ["paused_at", "pause_reason", "consecutive_failures"]}),
-        (
-            "Schedule",
-            {"fields": ["schedule_words", "kind", "every_seconds", "after_seconds", "cron_expr", "tz", "upcoming"]},
-        ),
+        ("Schedule", {"fields": ["schedule_words", *SCHEDULE_COLUMNS, "upcoming"]}),
         ("Target", {"fields": ["session_id", "preset", "created_by_session_id", "created_at"]}),
         ("Last run", {"fields": ["next_at", "last_run_at", "last_result", "last_error", "v1_id"]}),
         ("Run history", {"fields": ["run_history"]}),
@@ -61,7 +59,7 @@ class LoopAdmin(admin.ModelAdmin):
     readonly_fields = ["current_state", "schedule_words", "panel_link", "upcoming", "run_history"]
 
     def has_add_permission(self, request):
-        return True  # add_view sends the user to the panel's form, which calls services.loop_create
+        return True  # add_view sends the user to the panel's form, which calls loops.services.create
 
     def has_change_permission(self, request, obj=None):
         return False  # no update tool (spec §1): the change page is a read-only view
@@ -70,7 +68,7 @@ class LoopAdmin(admin.ModelAdmin):
         return redirect("panel:create")
 
     def delete_model(self, request, obj):
-        services.loop_delete(loop_id=obj.loop_id, actor=Actor.user(request.user))
+        lifecycle.loop_delete(loop_id=obj.loop_id, actor=Actor.user(request.user))
 
     def response_delete(self, request, obj_display, obj_id):
         response = super().response_delete(request, obj_display, obj_id)
@@ -122,7 +120,7 @@ class LoopAdmin(admin.ModelAdmin):
         self._operate(
             request,
             queryset,
-            operations.loop_pause,
+            lifecycle.loop_pause,
             done="Paused",
             skip=lambda state: state == LoopState.PAUSED,
             skipped="already paused",
@@ -133,7 +131,7 @@ class LoopAdmin(admin.ModelAdmin):
         self._operate(
             request,
             queryset,
-            operations.loop_resume,
+            lifecycle.loop_resume,
             done="Resumed",
             skip=lambda state: state != LoopState.PAUSED,
             skipped="not paused",
@@ -141,14 +139,14 @@ class LoopAdmin(admin.ModelAdmin):
 
     @admin.action(description="Run selected loops now (one manual run each)", permissions=["operate"])
     def run_now_selected(self, request, queryset):
-        self._operate(request, queryset, operations.loop_run_now, done="Queued a manual run of")
+        self._operate(request, queryset, lifecycle.loop_run_now, done="Queued a manual run of")
 
     @admin.action(description="Delete selected loops (run history stays)", permissions=["delete"])
     def delete_through_service(self, request, queryset):
         deleted = 0
         for loop_id in queryset.values_list("loop_id", flat=True):
             try:
-                services.loop_delete(loop_id=loop_id, actor=Actor.user(request.user))
+                lifecycle.loop_delete(loop_id=loop_id, actor=Actor.user(request.user))
                 deleted += 1
             except UnknownLoop:
                 pass  # deleted meanwhile: that is what was asked for

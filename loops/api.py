@@ -6,19 +6,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from django.conf import settings
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from core.schemas import answers
-from core.timeutil import to_ms, truncate_to_ms
-from loops import operations
+from core.timeutil import to_ms
 from loops.events import Actor, loop_events
 from loops.models import ActorKind
 from loops.presenters import event_view, loop_detail_view, run_view
 from loops.schemas import EventsOut, LoopDetail, LoopPatchIn, RunsOut, RunView, UpcomingOut
 from loops.selectors import fire_times, loop_get, loop_runs
+from loops.services import edit, lifecycle
 from tokens.auth import manage_auth, tools_auth
 
 loops_router = Router(auth=tools_auth, tags=["loops"])
@@ -78,41 +77,31 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     again. A failed loop given a new schedule or
     session_id is scheduled again from now; a new prompt or name alone leaves it failed, and
     POST …/retry fires it with them."""
-    now = truncate_to_ms(timezone.now())  # validates a cron schedule; the edit reads its own clock
-    given = payload.model_fields_set
-    changes = {field: getattr(payload, field) for field in ("name", "prompt", "preset") if field in given}
-    if "prompt" in changes and changes["prompt"] is None:
-        changes.pop("prompt")  # an explicit null means omitted (docs/tools-and-api.md "Inputs")
-    if payload.schedule is not None:
-        changes["schedule"] = payload.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=now)
-    if payload.session_id is not None:
-        changes["target"] = payload.session_id
-    loop = operations.loop_edit(loop_id=loop_id, changes=changes, actor=token_actor(request))
-    return detail(loop)
+    return detail(edit.loop_edit_from(loop_id, payload, actor=token_actor(request)))
 
 
 @manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404), exclude_none=True)
 def loop_pause(request, loop_id: str):
     """Never claimed until resumed (state "paused", no next_at); a run in flight finishes. Idempotent."""
-    return detail(operations.loop_pause(loop_id=loop_id, actor=token_actor(request)))
+    return detail(lifecycle.loop_pause(loop_id=loop_id, actor=token_actor(request)))
 
 
 @manage_router.post("/{loop_id}/resume", response=answers(LoopDetail, 404), exclude_none=True)
 def loop_resume(request, loop_id: str):
     """Scheduled from now: the first occurrence strictly after now; a one-shot already due fires once."""
-    return detail(operations.loop_resume(loop_id=loop_id, actor=token_actor(request)))
+    return detail(lifecycle.loop_resume(loop_id=loop_id, actor=token_actor(request)))
 
 
 @manage_router.post("/{loop_id}/run", response={202: RunView, **answers(RunView, 404, 409)}, exclude_none=True)
 def loop_run(request, loop_id: str):
     """One manual occurrence now (manual: true); next_at does not move; 409 run_in_flight while one is open."""
-    return Status(202, run_view(operations.loop_run_now(loop_id=loop_id, actor=token_actor(request))))
+    return Status(202, run_view(lifecycle.loop_run_now(loop_id=loop_id, actor=token_actor(request))))
 
 
 @manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_none=True)
 def loop_retry(request, loop_id: str):
     """A failed loop fires once, now; any other loop is 409 not_failed."""
-    return detail(operations.loop_retry(loop_id=loop_id, actor=token_actor(request)))
+    return detail(lifecycle.loop_retry(loop_id=loop_id, actor=token_actor(request)))
 
 
 @manage_router.get("/{loop_id}/events", response=answers(EventsOut, 404), exclude_none=True)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from loops import schedules
 from loops.models import Loop
 
 PROMPT_PREVIEW_CHARS = 140
@@ -120,7 +121,7 @@ def preview(prompt: str, limit: int = PROMPT_PREVIEW_CHARS) -> str:
 
 def loop_zone(loop: Loop) -> str:
     """The zone a loop lives in: its cron tz, else the host's (every/after have no zone of their own)."""
-    return loop.tz or settings.TIME_ZONE
+    return getattr(loop.schedule, "tz", None) or settings.TIME_ZONE
 
 
 def zone(name: str) -> zoneinfo.ZoneInfo:
@@ -265,22 +266,25 @@ def cron_words(expr: str) -> str | None:
         return None
 
 
-def schedule_words(loop, *, now: datetime, host_tz: str) -> tuple[str, str]:
+def schedule_words(loop: Loop, *, now: datetime, host_tz: str) -> tuple[str, str]:
     """(words, exact form for a title attribute) of a loop's schedule (spec §8.2 "schedule")."""
-    if loop.kind == "every":
-        return f"every {interval_words(loop.every_seconds)}", f"every_seconds: {loop.every_seconds}"
-    if loop.kind == "after":
-        exact = f"after_seconds: {loop.after_seconds} (after creation)"
-        if loop.next_at is not None and loop.next_at > now and loop.next_at - now <= timedelta(days=1):
-            return f"once, in {duration_words((loop.next_at - now).total_seconds())}", exact
-        moment = loop.next_at or loop.last_run_at
-        if moment is None:
-            return f"once, {duration_words(loop.after_seconds)} after creation", exact
-        return f"once, at {local_time(moment, host_tz, now=now)}", exact
-    zone_name = loop.tz or host_tz
-    words = cron_words(loop.cron_expr)
-    where = zone_name if loop.tz else f"{zone_name} (host time zone)"
-    exact = f"cron {loop.cron_expr} in {where}"
-    if words is None:
-        return f"cron {loop.cron_expr}, {zone_name}", exact
-    return f"{words}, {zone_name}", exact
+    match loop.schedule:
+        case schedules.Every(every_seconds=seconds):
+            return f"every {interval_words(seconds)}", f"every_seconds: {seconds}"
+        case schedules.After(after_seconds=seconds):
+            exact = f"after_seconds: {seconds} (after creation)"
+            if loop.next_at is not None and loop.next_at > now and loop.next_at - now <= timedelta(days=1):
+                return f"once, in {duration_words((loop.next_at - now).total_seconds())}", exact
+            moment = loop.next_at or loop.last_run_at
+            if moment is None:
+                return f"once, {duration_words(seconds)} after creation", exact
+            return f"once, at {local_time(moment, host_tz, now=now)}", exact
+        case schedules.Cron(expr=expr, tz=tz):
+            zone_name = tz or host_tz
+            words = cron_words(expr)
+            where = zone_name if tz else f"{zone_name} (host time zone)"
+            exact = f"cron {expr} in {where}"
+            if words is None:
+                return f"cron {expr}, {zone_name}", exact
+            return f"{words}, {zone_name}", exact
+    raise AssertionError(f"unknown schedule {loop.schedule!r}")

@@ -102,11 +102,42 @@ class Loop(models.Model):
 
     @property
     def schedule(self) -> schedules.Schedule:
-        if self.kind == ScheduleKind.EVERY:
-            return schedules.Every(self.every_seconds)
-        if self.kind == ScheduleKind.AFTER:
-            return schedules.After(self.after_seconds)
-        return schedules.Cron(self.cron_expr, self.tz or None)
+        return schedule_of_columns(self.kind, self.every_seconds, self.after_seconds, self.cron_expr, self.tz)
+
+    @schedule.setter
+    def schedule(self, schedule: schedules.Schedule) -> None:
+        for column, value in columns_of_schedule(schedule).items():
+            setattr(self, column, value)
+
+
+# The one mapping between a schedule and the columns that store it: everything else reads and
+# writes a loop's schedule through Loop.schedule, or reads these columns by this name.
+SCHEDULE_COLUMNS = ("kind", "every_seconds", "after_seconds", "cron_expr", "tz")
+
+
+def schedule_of_columns(
+    kind: str, every_seconds: int | None, after_seconds: int | None, cron_expr: str, tz: str
+) -> schedules.Schedule:
+    """The schedule stored in a row's SCHEDULE_COLUMNS (in that order)."""
+    if kind == ScheduleKind.EVERY:
+        return schedules.Every(every_seconds)
+    if kind == ScheduleKind.AFTER:
+        return schedules.After(after_seconds)
+    return schedules.Cron(cron_expr, tz or None)
+
+
+def columns_of_schedule(schedule: schedules.Schedule) -> dict[str, object]:
+    """The SCHEDULE_COLUMNS values that store `schedule` (the unused ones empty)."""
+    columns: dict[str, object] = {"kind": schedule.kind, "every_seconds": None, "after_seconds": None}
+    columns |= {"cron_expr": "", "tz": ""}
+    match schedule:
+        case schedules.Every(every_seconds=seconds):
+            columns["every_seconds"] = seconds
+        case schedules.After(after_seconds=seconds):
+            columns["after_seconds"] = seconds
+        case schedules.Cron(expr=expr, tz=tz):
+            columns["cron_expr"], columns["tz"] = expr, tz or ""
+    return columns
 
 
 class RunOutcome(models.TextChoices):

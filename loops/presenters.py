@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 from pydantic_core import to_json
 
 from core.timeutil import to_ms
-from loops.models import Loop, LoopEvent, LoopRun, LoopState, ScheduleKind
+from loops import schedules
+from loops.models import SCHEDULE_COLUMNS, Loop, LoopEvent, LoopRun, LoopState, schedule_of_columns
 
 # spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
 OVERDUE_AFTER = timedelta(seconds=30)
@@ -21,22 +22,18 @@ OVERDUE_AFTER = timedelta(seconds=30)
 _ROW_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 ROW_EPOCH_US = 946_684_800_000_000
 _ROW_EPOCH_MS = ROW_EPOCH_US // 1000
-_EVERY, _AFTER, _SCHEDULED = ScheduleKind.EVERY.value, ScheduleKind.AFTER.value, LoopState.SCHEDULED.value
+_SCHEDULED = LoopState.SCHEDULED.value
 
 
-class LoopRow(NamedTuple):
+class LoopListRow(NamedTuple):
     """What a LoopView is made of: these Loop fields, its instants as integer microseconds since
     2000-01-01 UTC (`<field>_us`, see ROW_EPOCH_US). A list reads exactly these columns, in this
-    order, as plain tuples (selectors.loop_rows): model instances and 300,000 timestamps made into
-    datetimes are what made a list of 100,000 loops take seconds (issue 17)."""
+    order, as plain tuples (selectors.loop_rows): model instances and hundreds of thousands of
+    timestamps made into datetimes would make a list of 100,000 loops take seconds. The schedule
+    is the last five columns, loops.models.SCHEDULE_COLUMNS, as stored."""
 
     loop_id: str
     prompt: str
-    kind: str
-    every_seconds: int | None
-    after_seconds: int | None
-    cron_expr: str
-    tz: str
     session_id: str
     preset: str
     created_by_session_id: str
@@ -46,9 +43,16 @@ class LoopRow(NamedTuple):
     created_at_us: int
     next_at_us: int | None
     last_run_at_us: int | None
+    kind: str
+    every_seconds: int | None
+    after_seconds: int | None
+    cron_expr: str
+    tz: str
 
 
-LOOP_VIEW_COLUMNS = LoopRow._fields
+LOOP_VIEW_COLUMNS = LoopListRow._fields
+_SCHEDULE_START = len(LOOP_VIEW_COLUMNS) - len(SCHEDULE_COLUMNS)
+assert LOOP_VIEW_COLUMNS[_SCHEDULE_START:] == SCHEDULE_COLUMNS
 
 
 def _ms(moment: datetime | None) -> int | None:
@@ -60,19 +64,16 @@ def row_us(moment: datetime | None) -> int | None:
     return None if moment is None else (moment - _ROW_EPOCH) // timedelta(microseconds=1)
 
 
-def schedule_view(loop: Loop) -> dict:
-    return _schedule(loop.kind, loop.every_seconds, loop.after_seconds, loop.cron_expr, loop.tz)
-
-
-def _schedule(kind: str, every_seconds: int | None, after_seconds: int | None, cron_expr: str, tz: str) -> dict:
-    if kind == _EVERY:
-        return {"kind": "every", "every_seconds": every_seconds}
-    if kind == _AFTER:
-        return {"kind": "after", "after_seconds": after_seconds}
-    view = {"kind": "cron", "expr": cron_expr}
-    if tz:
-        view["tz"] = tz
-    return view
+def schedule_view(schedule: schedules.Schedule) -> dict:
+    """A schedule as the API shows it (contract §3 ScheduleIn: the tz only when one was given)."""
+    match schedule:
+        case schedules.Every(every_seconds=seconds):
+            return {"kind": "every", "every_seconds": seconds}
+        case schedules.After(after_seconds=seconds):
+            return {"kind": "after", "after_seconds": seconds}
+        case schedules.Cron(expr=expr, tz=tz):
+            return {"kind": "cron", "expr": expr, **({"tz": tz} if tz else {})}
+    raise AssertionError(f"unknown schedule {schedule!r}")
 
 
 def loop_state(loop: Loop, now: datetime) -> str:
@@ -81,9 +82,9 @@ def loop_state(loop: Loop, now: datetime) -> str:
     return loop.state
 
 
-def loop_row(loop: Loop) -> LoopRow:
+def loop_row(loop: Loop) -> LoopListRow:
     """A loop as the row a list reads for it."""
-    return LoopRow(
+    return LoopListRow(
         **{
             column: row_us(getattr(loop, column.removesuffix("_us")))
             if column.endswith("_us")
@@ -98,37 +99,39 @@ def loop_view(loop: Loop, *, now: datetime) -> dict:
 
 
 def loop_views(rows: Iterable[Sequence[Any]], *, now: datetime) -> list[dict]:
-    """LoopView (spec §4, contract §3) of each row (a LoopRow, or a plain tuple in its order): the
+    """LoopView (spec §4, contract §3) of each row (a LoopListRow, or a plain tuple in its order): the
     one definition of the shape, for one loop (loop_view) and for a list of 100,000 read straight
     from the database. Written for speed (a row unpacked into locals, no call per field), since it
     runs once per listed loop; unset fields are omitted. Loops with the same schedule share its
     view (a list holds few distinct schedules): treat the views as read-only."""
     overdue_before = row_us(now - OVERDUE_AFTER)
-    schedules: dict[tuple, dict] = {}
+    schedule_views: dict[tuple, dict] = {}
     views = []
     append = views.append
-    for (
-        loop_id,
-        prompt,
-        kind,
-        every_seconds,
-        after_seconds,
-        cron_expr,
-        tz,
-        session_id,
-        preset,
-        created_by_session_id,
-        last_result,
-        last_error,
-        state,
-        created_at_us,
-        next_at_us,
-        last_run_at_us,
-    ) in rows:
-        key = (kind, every_seconds, after_seconds, cron_expr, tz)
-        schedule = schedules.get(key)
+    for row in rows:
+        # The schedule's columns are not unpacked: its view is made once per distinct schedule.
+        (
+            loop_id,
+            prompt,
+            session_id,
+            preset,
+            created_by_session_id,
+            last_result,
+            last_error,
+            state,
+            created_at_us,
+            next_at_us,
+            last_run_at_us,
+            _,
+            _,
+            _,
+            _,
+            _,
+        ) = row
+        key = row[_SCHEDULE_START:]
+        schedule = schedule_views.get(key)
         if schedule is None:
-            schedule = schedules[key] = _schedule(*key)
+            schedule = schedule_views[key] = schedule_view(schedule_of_columns(*key))
         view = {"loop_id": loop_id, "prompt": prompt, "schedule": schedule, "session_id": session_id}
         if preset:
             view["preset"] = preset
@@ -172,7 +175,7 @@ def _no_cycle_collection() -> Iterator[None]:
 
 
 def loop_list_json(rows: Sequence[Sequence[Any]], *, now: datetime, next_cursor: str | None = None) -> bytes:
-    """LoopListOut as JSON, {"loops": [LoopView…], "next_cursor"?}, from list rows (LoopRow order)."""
+    """LoopListOut as JSON, {"loops": [LoopView…], "next_cursor"?}, from list rows (LoopListRow order)."""
     chunks = (rows[i : i + _CHUNK] for i in range(0, len(rows), _CHUNK))
     return loop_list_json_of_chunks(chunks, now=now, next_cursor=next_cursor)
 

@@ -230,7 +230,7 @@ class LoopPatchIn(StrictModel):
     preset: Annotated[Identifier, Field(description='Only with session_id "new".')] | None = None
 
 
-class Actor(BaseModel):
+class ActorView(BaseModel):
     kind: Literal["session", "user", "token", "scheduler"]
     id: str | None = None
 
@@ -238,7 +238,7 @@ class Actor(BaseModel):
 class EventView(BaseModel):
     at: int
     kind: Literal["created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted"]
-    actor: Actor
+    actor: ActorView
     revision: int
     changes: dict[str, list] | None = None
 

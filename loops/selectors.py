@@ -18,7 +18,6 @@ from psycopg.types.numeric import Int8BinaryLoader
 from core.errors import InvalidInput, UnknownLoop
 from loops import schedules
 from loops.models import Loop, LoopRun, LoopState
-from sessions_app.hosts import get_host
 from sessions_app.models import ReservedTarget
 
 
@@ -32,17 +31,18 @@ def active_loops() -> QuerySet[Loop]:
     return Loop.objects.exclude(state=LoopState.COMPLETED)
 
 
-def loops_targeting(session_id: str) -> QuerySet[Loop]:
-    """Active loops that deliver to one session, including `self` loops for the global interface."""
+def loops_targeting(session_id: str, *, global_session_id: str | None) -> QuerySet[Loop]:
+    """Active loops that deliver to one session, including `self` loops when it is the global
+    interface session (`global_session_id`, as the host names it now; None while there is none)."""
     target = Q(session_id=session_id)
-    global_session = get_host().global_session()
-    if global_session and global_session.session_id == session_id:
+    if global_session_id is not None and global_session_id == session_id:
         target |= Q(session_id=ReservedTarget.SELF)
     return _ordered(active_loops().filter(target))
 
 
-def loop_list(*, scope: str) -> QuerySet[Loop]:
-    """spec §2.2: every active loop (scope "global"), or those that deliver to one session."""
+def loop_list(*, scope: str, global_session_id: str | None = None) -> QuerySet[Loop]:
+    """spec §2.2: every active loop (scope "global"), or those that deliver to one session (see
+    loops_targeting for `global_session_id`)."""
     if scope == ReservedTarget.GLOBAL:
         return _ordered(active_loops())
     if scope in {ReservedTarget.SELF, ReservedTarget.NEW}:
@@ -51,10 +51,10 @@ def loop_list(*, scope: str) -> QuerySet[Loop]:
             '"global" for all loops, or a session ID.',
             field="session_id",
         )
-    return loops_targeting(scope)
+    return loops_targeting(scope, global_session_id=global_session_id)
 
 
-# The instants of a list row (presenters.LoopRow): integer microseconds since 2000-01-01 UTC,
+# The instants of a list row (presenters.LoopListRow): integer microseconds since 2000-01-01 UTC,
 # PostgreSQL's own epoch. That is what PostgreSQL sends for a timestamptz in binary, so a long list
 # reads each instant as a plain 8-byte integer. Django's loader makes each timestamp a datetime in
 # Python, about 7 µs apiece (seconds for a list of 100,000 loops); EXTRACT(EPOCH …) to the Unix

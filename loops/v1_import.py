@@ -25,10 +25,11 @@ from core.errors import ApiError
 from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
 from core.timeutil import from_ms, to_ms, truncate_to_ms
 from core.validation import field_path, invalid_input_from, is_identifier
-from loops import schedules, services
+from loops import schedules
 from loops.events import Actor
-from loops.models import ActorKind, Loop, ScheduleKind
+from loops.models import ActorKind, Loop
 from loops.schemas import Prompt, Seconds
+from loops.services import create
 from sessions_app.hosts import get_host
 from sessions_app.schemas import SessionId
 
@@ -161,7 +162,7 @@ def _differences(record: V1Record, loop: Loop) -> tuple[str, ...]:
     differs = []
     if record.prompt != loop.prompt:
         differs.append("prompt")
-    if loop.kind != ScheduleKind.EVERY or record.time_in_seconds != loop.every_seconds:
+    if loop.schedule != schedules.Every(record.time_in_seconds):
         differs.append("time_in_seconds")
     if record.session_id != loop.session_id:
         differs.append("session_id")
@@ -219,7 +220,7 @@ def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[Rec
             # that started at created_at continues: one catch-up if points are due, no replay. The
             # quota holds here too (issue 12); the import is idempotent, so after raising the
             # setting, importing again adds the rest.
-            loop = services.loop_create(
+            loop = create.loop_create(
                 prompt=parsed.prompt,
                 schedule=schedules.Every(parsed.time_in_seconds),
                 target=parsed.session_id,
@@ -246,7 +247,7 @@ def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[Rec
             label,
             "imported",
             loop_id=None if dry_run else loop.loop_id,
-            every_seconds=loop.every_seconds,
+            every_seconds=parsed.time_in_seconds,
             session_id=loop.session_id,
             next_at=loop.next_at,
             due_now=loop.next_at is not None and loop.next_at <= now,

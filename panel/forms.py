@@ -1,8 +1,8 @@
 """The panel's create and edit forms (spec §8.2 "creation controls", contract §9 edit).
 
 The forms only collect and convert (amount x unit -> seconds, radio choices -> a LoopCreateIn or a
-LoopPatchIn); every rule is the service's: the input goes through the same models and
-services.loop_create / operations.loop_edit as the loop_create tool and PATCH /api/loops/{id}, and
+LoopPatchIn); every rule is the service's: the input goes through the same models and the same
+loop_create_from / loop_edit_from as the loop_create tool and PATCH /api/loops/{id}, and
 the contract's error message comes back inline on the field it names (ApiError.field).
 """
 
@@ -18,11 +18,12 @@ from pydantic import ValidationError
 from core.errors import ApiError
 from core.timeutil import truncate_to_ms
 from core.validation import invalid_input_from
-from loops import operations, services
+from loops import schedules
 from loops.events import Actor
-from loops.models import ActorKind, Loop, ScheduleKind
+from loops.models import ActorKind, Loop
 from loops.presenters import schedule_view
 from loops.schemas import LoopCreateIn, LoopPatchIn
+from loops.services import create, edit
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
 KINDS = [("every", "Every…"), ("after", "Once, after…"), ("cron", "On a cron schedule")]
@@ -189,18 +190,14 @@ class LoopCreateForm(forms.Form):
         """Create the loop through the service, or put the contract's message on the right field."""
         try:
             data = LoopCreateIn.model_validate(self.payload())
-            now = truncate_to_ms(timezone.now())
-            schedule = data.to_schedule(host_tz=settings.TIME_ZONE, now=now)
             # contract §2: a loop created from the panel records the global interface session as its
-            # creator (none when there is none, issue 12).
-            return services.loop_create(
-                prompt=data.prompt,
-                schedule=schedule,
+            # creator (none when there is none).
+            return create.loop_create_from(
+                data,
                 target=data.session_id,
-                preset=data.preset,
-                created_by=services.default_creator(),
-                created_at=now,
+                created_by=create.default_creator(),
                 actor=self.actor,
+                now=truncate_to_ms(timezone.now()),
             )
         except ValidationError as exc:
             error = invalid_input_from(exc.errors())
@@ -220,19 +217,20 @@ def amount_and_unit(seconds: int) -> tuple[int, str]:
 
 def initial_for(loop: Loop) -> dict:
     """The edit form's values for a loop as it is."""
-    initial = {"name": loop.name, "prompt": loop.prompt, "kind": loop.kind, "revision": loop.revision}
+    initial = {"name": loop.name, "prompt": loop.prompt, "kind": loop.schedule.kind, "revision": loop.revision}
     if loop.session_id in ("self", "new"):
         initial["target"] = loop.session_id
     else:
         initial.update(target="session", session=loop.session_id)
     if loop.session_id == "new":
         initial["preset"] = loop.preset
-    if loop.kind == ScheduleKind.EVERY:
-        initial["every_amount"], initial["every_unit"] = amount_and_unit(loop.every_seconds)
-    elif loop.kind == ScheduleKind.AFTER:
-        initial["after_amount"], initial["after_unit"] = amount_and_unit(loop.after_seconds)
-    else:
-        initial.update(cron_expr=loop.cron_expr, tz=loop.tz)
+    match loop.schedule:
+        case schedules.Every(every_seconds=seconds):
+            initial["every_amount"], initial["every_unit"] = amount_and_unit(seconds)
+        case schedules.After(after_seconds=seconds):
+            initial["after_amount"], initial["after_unit"] = amount_and_unit(seconds)
+        case schedules.Cron(expr=expr, tz=tz):
+            initial.update(cron_expr=expr, tz=tz or "")
     return initial
 
 
@@ -244,7 +242,7 @@ def _same_text(a: str, b: str) -> bool:
 class LoopEditForm(LoopCreateForm):
     """The create form, pre-filled from a loop, plus its display name (contract §9 PATCH).
 
-    Only the fields that differ from the loop go to operations.loop_edit, validated by the same
+    Only the fields that differ from the loop go to loop_edit_from, validated by the same
     LoopPatchIn as PATCH /api/loops/{id}. `revision` is the one the page showed: if the loop was
     edited meanwhile the form says so instead of writing its older values over the newer ones.
     """
@@ -267,9 +265,10 @@ class LoopEditForm(LoopCreateForm):
         session_choices = self.fields["session"].widget.choices
         if loop.session_id not in ("self", "new") and loop.session_id not in {v for v, _ in session_choices}:
             session_choices.append((loop.session_id, f"{loop.session_id} (the current target)"))
-        if loop.tz and loop.tz not in {v for v, _ in self.fields["tz"].widget.choices}:
-            self.fields["tz"].widget.choices.append((loop.tz, loop.tz))
-        if loop.kind == ScheduleKind.CRON:
+        zone = getattr(loop.schedule, "tz", None)
+        if zone and zone not in {v for v, _ in self.fields["tz"].widget.choices}:
+            self.fields["tz"].widget.choices.append((zone, zone))
+        if isinstance(loop.schedule, schedules.Cron):
             # panel.js would put the browser's zone in place of "host time zone": a change nobody asked for.
             self.fields["tz"].widget.attrs.pop("data-browser-zone", None)
 
@@ -287,7 +286,7 @@ class LoopEditForm(LoopCreateForm):
             patch["name"] = name
         if not _same_text(body["prompt"], loop.prompt):
             patch["prompt"] = body["prompt"]
-        if body["schedule"] != schedule_view(loop):
+        if body["schedule"] != schedule_view(loop.schedule):
             patch["schedule"] = body["schedule"]
         target = body.get("session_id")
         if target != loop.session_id:
@@ -297,10 +296,9 @@ class LoopEditForm(LoopCreateForm):
         return patch
 
     def save(self, *, now=None) -> Loop | None:
-        """Edit the loop through operations.loop_edit with what changed (the loop as it is when
+        """Edit the loop through loop_edit_from with what changed (the loop as it is when
         nothing did), or put the contract's message on the right field. The edit reads the clock
         once it holds the loop's lock (loops.operations); `now` overrides it (tests)."""
-        checked_at = truncate_to_ms(now or timezone.now())  # validates a cron schedule
         shown = self.cleaned_data.get("revision")
         if shown is not None and shown != self.loop.revision:
             # Lets the person's next submit through, now knowingly over the newer revision.
@@ -317,12 +315,7 @@ class LoopEditForm(LoopCreateForm):
             return self.loop
         try:
             data = LoopPatchIn.model_validate(patch)
-            changes = {field: getattr(data, field) for field in ("name", "prompt", "preset") if field in patch}
-            if "schedule" in patch:
-                changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=checked_at)
-            if "session_id" in patch:
-                changes["target"] = data.session_id
-            return operations.loop_edit(loop_id=self.loop.loop_id, changes=changes, actor=self.actor, now=now)
+            return edit.loop_edit_from(self.loop.loop_id, data, actor=self.actor, now=now)
         except ValidationError as exc:
             error = invalid_input_from(exc.errors())
         except ApiError as exc:

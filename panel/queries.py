@@ -79,7 +79,7 @@ class Filters:
         return bool(self.state or self.target or self.session or self.q)
 
 
-def panel_loops(filters: Filters, *, now: datetime) -> QuerySet[Loop]:
+def panel_loops(filters: Filters, *, now: datetime, global_session_id: str | None) -> QuerySet[Loop]:
     if filters.state == "completed":
         # Completed `after` loops leave every loop_list (spec §4) but keep their history: the panel
         # can still show them on request, most recent first.
@@ -87,7 +87,7 @@ def panel_loops(filters: Filters, *, now: datetime) -> QuerySet[Loop]:
         if filters.session:
             loops = loops.filter(session_id=filters.session)
     elif filters.session:
-        loops = loops_targeting(filters.session)  # includes `self` loops for the global interface
+        loops = loops_targeting(filters.session, global_session_id=global_session_id)
     else:
         loops = loop_list(scope=ReservedTarget.GLOBAL)
     if filters.state and filters.state != "completed":
@@ -213,9 +213,9 @@ class ComposerStatus:
         return max(0, self.active - len(self.loops))
 
 
-def composer_status(session_id: str, *, now: datetime, show: int = 3) -> ComposerStatus:
+def composer_status(session_id: str, *, now: datetime, global_session_id: str | None, show: int = 3) -> ComposerStatus:
     """spec §8.1: the current session's loops only — loops_targeting is loop_list({}) for that caller."""
-    loops = loops_targeting(session_id)
+    loops = loops_targeting(session_id, global_session_id=global_session_id)
     summary = loops.aggregate(
         active=Count("loop_id"),
         overdue=Count("loop_id", filter=state_q("overdue", now)),

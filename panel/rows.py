@@ -32,7 +32,7 @@ class _ReadByName:
 
 
 @dataclass(frozen=True)
-class Target(_ReadByName):
+class TargetCell(_ReadByName):
     kind: str  # "self" | "new" | "session"
     label: str  # what to show: "self", "new", the session's title, or its ID
     detail: str  # the smaller line / tooltip: the global session, the preset, the ID
@@ -118,7 +118,7 @@ CELL_CHARS = 90
 
 
 @dataclass(frozen=True)
-class LoopRow(_ReadByName):
+class LoopTableRow(_ReadByName):
     loop: Loop
     loop_id: str
     urls: LoopUrls
@@ -127,7 +127,7 @@ class LoopRow(_ReadByName):
     preview: str
     schedule: str
     schedule_exact: str
-    target: Target
+    target: TargetCell
     state: str
     zone: str
     next_run: When | None
@@ -192,24 +192,24 @@ def when(moment: datetime | None, zone_name: str, now: datetime) -> When | None:
     )
 
 
-def target_of(loop_session_id: str, preset: str, *, titles: dict, global_title: str | None) -> Target:
+def target_of(loop_session_id: str, preset: str, *, titles: dict, global_title: str | None) -> TargetCell:
     if loop_session_id == "self":
         detail = f"global interface · {global_title}" if global_title else "global interface"
-        return Target("self", "self", detail)
+        return TargetCell("self", "self", detail)
     if loop_session_id == "new":
         detail = f"preset {preset}" if preset else "inherits the creator's preset"
-        return Target("new", "new", detail)
+        return TargetCell("new", "new", detail)
     title = titles.get(loop_session_id)
     # spec §8.2: the picker (and so the list) shows the title, the stable ID when there is none.
-    return Target("session", title or loop_session_id, loop_session_id if title else "", loop_session_id)
+    return TargetCell("session", title or loop_session_id, loop_session_id if title else "", loop_session_id)
 
 
 def loop_row(
     loop: Loop, *, now: datetime, titles: dict, global_title: str | None, urls: Callable[[str], LoopUrls] = loop_urls
-) -> LoopRow:
+) -> LoopTableRow:
     zone_name = loop_zone(loop)
     words, exact = humanize.schedule_words(loop, now=now, host_tz=settings.TIME_ZONE)
-    return LoopRow(
+    return LoopTableRow(
         loop=loop,
         loop_id=loop.loop_id,
         urls=urls(loop.loop_id),

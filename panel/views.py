@@ -1,7 +1,7 @@
 """The global automation panel and the local composer status (spec §8, contract §8).
 
 Thin views over the same selectors and services as the tools: loop_list / loops_targeting for
-lists, services.loop_create and services.loop_delete for writes, fire_times for what comes next;
+lists, the loop services for writes, fire_times for what comes next;
 and over the operators' operations (contract §9, issue 15): pause and resume, run now, retry and
 edit, each of which the audit trail records with the signed-in staff user as its actor.
 """
@@ -25,13 +25,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core.errors import ApiError, UnknownLoop
 from core.timeutil import truncate_to_ms
 from core.validation import is_identifier
-from loops import humanize, operations, services
+from loops import humanize
 from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview
 from loops.models import LoopState
 from loops.presenters import loop_state
 from loops.selectors import fire_times, loop_get, loop_runs
-from sessions_app.hosts import get_host
+from loops.services import lifecycle
+from sessions_app.hosts import get_host, global_session_id
 
 from . import queries, utf8
 from .forms import LoopCreateForm, LoopEditForm
@@ -101,12 +102,14 @@ def index(request):
     now = timezone.now()
     filters = queries.Filters.from_query(request.GET)
     number = request.GET.get("page")
-    page = queries.CappedPaginator(queries.panel_loops(filters, now=now), PAGE_SIZE, page=number).get_page(number)
+    global_session = get_host().global_session()
+    global_id = global_session.session_id if global_session is not None else None
+    listed = queries.panel_loops(filters, now=now, global_session_id=global_id)
+    page = queries.CappedPaginator(listed, PAGE_SIZE, page=number).get_page(number)
     loops = list(page.object_list)
     filter_sessions = queries.target_session_choices()
     titles = dict(filter_sessions)
     titles.update(queries.session_titles(({loop.session_id for loop in loops} | {filters.session}) - titles.keys()))
-    global_session = get_host().global_session()
     urls = loop_urls_maker()
     params = {"state": filters.state, "target": filters.target, "session": filters.session, "q": filters.q}
     context = {
@@ -258,7 +261,7 @@ def delete(request, loop_id: str):
         if undecodable:  # e.g. the `next` field: not a URL to follow with U+FFFD in it
             return _not_utf8(request, undecodable, where="form")
         try:
-            services.loop_delete(loop_id=loop_id, actor=Actor.user(request.user))
+            lifecycle.loop_delete(loop_id=loop_id, actor=Actor.user(request.user))
         except UnknownLoop:
             # spec §2.3: "Deletion is idempotent only at the UI layer" — gone is what was asked for.
             messages.info(request, f"{loop_id} was already deleted.")
@@ -322,19 +325,19 @@ def _next_run_words(loop, now) -> str:
 def _pause(loop, actor, now):
     if loop.state == LoopState.PAUSED:
         return messages.INFO, f"{loop_title(loop)} was already paused."
-    operations.loop_pause(loop_id=loop.loop_id, actor=actor)
+    lifecycle.loop_pause(loop_id=loop.loop_id, actor=actor)
     return messages.SUCCESS, f"Paused {loop_title(loop)}: it will not run until it is resumed."
 
 
 def _resume(loop, actor, now):
     if loop.state != LoopState.PAUSED:
         return messages.INFO, f"{loop_title(loop)} was not paused."
-    loop = operations.loop_resume(loop_id=loop.loop_id, actor=actor)
+    loop = lifecycle.loop_resume(loop_id=loop.loop_id, actor=actor)
     return messages.SUCCESS, f"Resumed {loop_title(loop)} — {_next_run_words(loop, now)}."
 
 
 def _run_now(loop, actor, now):
-    run = operations.loop_run_now(loop_id=loop.loop_id, actor=actor)
+    run = lifecycle.loop_run_now(loop_id=loop.loop_id, actor=actor)
     return (
         messages.SUCCESS,
         f"Queued a manual run of {loop_title(loop)} ({run.run_id}, revision {run.revision}); "
@@ -343,7 +346,7 @@ def _run_now(loop, actor, now):
 
 
 def _retry(loop, actor, now):
-    loop = operations.loop_retry(loop_id=loop.loop_id, actor=actor)
+    loop = lifecycle.loop_retry(loop_id=loop.loop_id, actor=actor)
     return messages.SUCCESS, f"Retrying {loop_title(loop)}: it fires once, now."
 
 
@@ -455,7 +458,7 @@ def session_status(request, session_id: str):
     if not is_identifier(session_id):
         raise Http404("No such session.")
     now = timezone.now()
-    status = queries.composer_status(session_id, now=now)
+    status = queries.composer_status(session_id, now=now, global_session_id=global_session_id())
     nearest_zone = settings.TIME_ZONE
     context = {
         "now": now,

@@ -20,7 +20,7 @@ from django.db.models import F, Min
 from core.bulk import insert_rows, update_rows
 from loops import schedules
 from loops.humanize import short_span
-from loops.models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, store_revision_prompts
+from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, RunStatus, store_revision_prompts
 from loops.queue import enqueue_deliveries
 from loops.runs import OPEN_STATUSES, free_rows, lease, new_run_id, occurrence_key, skipped_occurrence_key
 from monitoring.counters import Tally
@@ -106,7 +106,7 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
         loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
     )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
-    one_shot = loop.kind == ScheduleKind.AFTER
+    one_shot = isinstance(loop.schedule, schedules.After)
     loop.next_at = None if one_shot else catch_up.next_at
     reason = _misfire(now - catch_up.deliver_at, settings.DSHLOOP_MISFIRE_GRACE_SECONDS, one_shot=one_shot)
     if reason is None:
@@ -118,10 +118,10 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
     return run
 
 
-# What a claim reads of a loop: its schedule and what its run snapshots (issue 17: parsing the
-# other columns of every claimed loop cost more than the schedule maths). Not the prompt: the
-# database copies it into the revision's LoopPrompt itself (store_revision_prompts).
-_CLAIM_FIELDS = ["loop_id", "state", "next_at", "kind", "every_seconds", "after_seconds", "cron_expr", "tz"]
+# What a claim reads of a loop: its schedule and what its run snapshots (parsing the other columns
+# of every claimed loop would cost more than the schedule maths). Not the prompt: the database
+# copies it into the revision's LoopPrompt itself (store_revision_prompts).
+_CLAIM_FIELDS = ["loop_id", "state", "next_at", *SCHEDULE_COLUMNS]
 _CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision"]
 
 
@@ -188,7 +188,7 @@ def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, 
     for run in runs:
         log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
         tally.finished(RunStatus.SKIPPED)
-        if loops[run.loop_id].kind == ScheduleKind.AFTER:
+        if isinstance(loops[run.loop_id].schedule, schedules.After):
             Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
 
 
@@ -210,7 +210,7 @@ def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally
         _insert([run])
         tally.finished(RunStatus.SKIPPED)
         loop = loops[run.loop_id]
-        state = LoopState.FAILED if loop.kind == ScheduleKind.AFTER else LoopState.SCHEDULED
+        state = LoopState.FAILED if isinstance(loop.schedule, schedules.After) else LoopState.SCHEDULED
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=state, last_run_at=now, last_result="failed", last_error=message
         )

@@ -40,7 +40,7 @@ from monitoring.counters import Tally
 from scheduler.failures import after_failures, locked_loops, take_outcome
 from scheduler.message import loop_message, run_source
 from scheduler.occurrence_log import log_occurrence
-from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, LoopRow, RunRow
+from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, resolve_target
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Message
@@ -68,7 +68,7 @@ class Outcome:
 PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
 
 
-def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, LoopRow]]:
+def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, DeliveryLoop]]:
     """Lock the batch's open runs that no other driver holds, and their loops; the caller holds
     the transaction. Returns the runs to deliver and their loops (a deleted loop is missing).
 
@@ -84,7 +84,7 @@ def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, Lo
         return [], {}
     # Runs, then loops, each in key order: the order of every writer of both (no deadlocks).
     loops = {
-        row[0]: LoopRow(*row)
+        row[0]: DeliveryLoop(*row)
         for row in Loop.objects.select_for_update()
         .filter(loop_id__in={run.loop_id for run in runs})
         .order_by("loop_id")
@@ -130,7 +130,7 @@ def _failure(run: RunRow, *, error: str, transient: bool) -> Outcome:
     return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
 
 
-def _prompts(runs: list[RunRow], loops: dict[str, LoopRow]) -> dict[str, str]:
+def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, str]:
     """Each run's prompt, by run ID: its revision's. The loop row the batch read already holds it
     while the loop is still at that revision (nearly always: no extra read on the hot path); a run
     claimed before an edit reads its revision's from LoopPrompt. A deleted loop's run is not
@@ -150,7 +150,7 @@ def _prompts(runs: list[RunRow], loops: dict[str, LoopRow]) -> dict[str, str]:
     return prompts
 
 
-def _prepare(run: RunRow, loop: LoopRow | None, host, prompt: str) -> Outcome | Message:
+def _prepare(run: RunRow, loop: DeliveryLoop | None, host, prompt: str) -> Outcome | Message:
     """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
     if run.attempt > MAX_ATTEMPTS:
         # Handed out again and again, and every driver died before recording an outcome: a
@@ -184,7 +184,7 @@ def _prepare(run: RunRow, loop: LoopRow | None, host, prompt: str) -> Outcome | 
     )
 
 
-def _deliver(runs: list[RunRow], loops: dict[str, LoopRow], host) -> list[Outcome]:
+def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host) -> list[Outcome]:
     view = BatchView(
         host,
         {loop.session_id for loop in loops.values()}
@@ -231,7 +231,7 @@ def _still_leased(runs: list[RunRow]) -> list[RunRow]:
     return [run for run in runs if run.run_id in current]
 
 
-def _record(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
+def _record(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: datetime) -> None:
     """Record a batch of outcomes and update their loops; the caller holds the transaction and
     the runs' rows (taken or still leased)."""
     tally = Tally()
@@ -274,7 +274,7 @@ def _settle(outcome: Outcome, now: datetime) -> None:
     run.error, run.lease_until = outcome.error, None
 
 
-def _update_loops(outcomes: list[Outcome], loops: dict[str, LoopRow], now: datetime) -> None:
+def _update_loops(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: datetime) -> None:
     """One UPDATE per distinct result: a batch that all went well is one statement."""
     finished = [outcome for outcome in outcomes if not outcome.retry]
     by_result = defaultdict(list)

@@ -9,7 +9,7 @@ from typing import Protocol
 from core.timeutil import to_ms
 
 
-class RunRef(Protocol):
+class SourceRun(Protocol):
     """What the source names of a run (a LoopRun): this module stays pure, below the models."""
 
     loop_id: str
@@ -31,7 +31,7 @@ def loop_message(*, loop_id: str, prompt: str) -> str:
     return f"<loop>\n  <loop_id>{_escape(loop_id)}</loop_id>\n  <prompt>{_escape(prompt)}</prompt>\n</loop>"
 
 
-def run_source(run: RunRef) -> dict:
+def run_source(run: SourceRun) -> dict:
     return {
         "kind": "loop",
         "loop_id": run.loop_id,

@@ -63,7 +63,7 @@ class RunRow:
 
 
 @dataclass(slots=True)
-class LoopRow:
+class DeliveryLoop:
     """The loop of a run being delivered: its target, and whether it is due again soon."""
 
     loop_id: str
@@ -80,4 +80,4 @@ class LoopRow:
 NEW_RUN_COLUMNS = tuple(field.name for field in fields(NewRun))  # every column of loops.LoopRun
 # The columns to read, in field order (RunRow's last three are written, not read).
 OPEN_RUN_COLUMNS = tuple(field.name for field in fields(RunRow))[:-3]
-LOOP_COLUMNS = tuple(field.name for field in fields(LoopRow))
+LOOP_COLUMNS = tuple(field.name for field in fields(DeliveryLoop))

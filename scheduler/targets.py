@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from scheduler.rows import LoopRow, RunRow
+from scheduler.rows import DeliveryLoop, RunRow
 from sessions_app.hosts.base import Host
 from sessions_app.records import SessionInfo
 
@@ -16,7 +16,7 @@ class PermanentFailure(Exception):
 
 
 @dataclass(frozen=True)
-class Target:
+class DeliveryTarget:
     session_id: str
     status: str
     fallback: str = ""  # what was inherited from the profile default, and why
@@ -53,7 +53,7 @@ def _awake(host: Host, session: SessionInfo) -> SessionInfo:
     return host.resume_session(session.session_id) if session.status == "cold" else session
 
 
-def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
+def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: dict) -> DeliveryTarget:
     """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
 
     The creator is the source of inheritance (panel-made loops record the global interface as their
@@ -88,10 +88,10 @@ def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target
             why = "source has none"
         fallback = f"profile default {' and '.join(fallbacks)} ({why})"
     session_id = host.create_session(preset=preset_name, model=model, first_prompt=loop.prompt, source=source)
-    return Target(session_id, "idle", fallback)
+    return DeliveryTarget(session_id, "idle", fallback)
 
 
-def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
+def resolve_target(host: Host, loop: DeliveryLoop, run: RunRow, source: dict) -> DeliveryTarget:
     # The target the run was claimed with: an edit while it is in flight applies to later runs
     # (issue 15: a run in flight finishes with its old revision).
     target = run.target or loop.session_id
@@ -100,7 +100,7 @@ def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Targ
             session = host.get_session(run.target_session_id)
             if session:
                 session = _awake(host, session)  # it may have gone cold since that attempt
-                return Target(session.session_id, session.status)
+                return DeliveryTarget(session.session_id, session.status)
         return _new_session(host, loop, run, source)
     if target == "self":
         session = host.global_session()
@@ -111,4 +111,4 @@ def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Targ
         if session is None:
             raise PermanentFailure(f"Target session {target!r} no longer exists.")
     session = _awake(host, session)
-    return Target(session.session_id, session.status)
+    return DeliveryTarget(session.session_id, session.status)

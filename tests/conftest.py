@@ -20,10 +20,10 @@ from django.utils import timezone
 from pydantic import TypeAdapter
 
 from core.timeutil import truncate_to_ms
-from loops import services
 from loops.events import Actor
 from loops.models import Loop
 from loops.schemas import ScheduleIn
+from loops.services import create
 from sessions_app.services import preset_upsert, session_upsert
 from tokens.services import token_create
 
@@ -52,12 +52,12 @@ def create_loop(
     created_by: str | None = None,
     at: datetime | None = None,
 ) -> Loop:
-    """A loop made through services.loop_create, as the tools and the panel make them; `schedule`
+    """A loop made through create.loop_create, as the tools and the panel make them; `schedule`
     as the tools take it, `created_by` defaulting to what a caller-less create records."""
     now = truncate_to_ms(at or timezone.now())
     domain = TypeAdapter(ScheduleIn).validate_python(schedule).to_schedule(host_tz=django_settings.TIME_ZONE, now=now)
-    creator = services.default_creator() if created_by is None else created_by
-    return services.loop_create(
+    creator = create.default_creator() if created_by is None else created_by
+    return create.loop_create(
         prompt=prompt,
         schedule=domain,
         target=target,

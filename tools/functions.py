@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.core import signing
 from django.utils import timezone
 
@@ -20,12 +19,11 @@ from core.errors import InvalidInput, NoCurrentSession, UnknownSession
 from core.http import CALLER_HEADER
 from core.timeutil import truncate_to_ms
 from core.validation import check_identifier
-from loops import services
 from loops.events import Actor
 from loops.presenters import (
     LOOP_VIEW_COLUMNS,
     ROW_EPOCH_US,
-    LoopRow,
+    LoopListRow,
     loop_list_json,
     loop_list_json_of_chunks,
     loop_view,
@@ -33,8 +31,9 @@ from loops.presenters import (
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopView
 from loops.selectors import Position, loop_row_chunks, loop_rows
 from loops.selectors import loop_list as select_loops
-from sessions_app.hosts import get_host
-from sessions_app.models import RESERVED_SESSION_IDS
+from loops.services import create, lifecycle
+from sessions_app.hosts import get_host, global_session_id
+from sessions_app.models import RESERVED_SESSION_IDS, ReservedTarget
 from sessions_app.presenters import session_view
 from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
 
@@ -85,25 +84,18 @@ def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
     """spec §2.1: a prompt, a schedule (every / after / cron) and a target session."""
     caller = caller_session(caller)
     now = truncate_to_ms(timezone.now())
-    schedule = payload.to_schedule(host_tz=settings.TIME_ZONE, now=now)
     if payload.v1_interval is not None:
         log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller)
     target = payload.session_id if payload.session_id is not None else current_session(caller)
     if caller is not None and payload.session_id is not None and get_host().get_session(caller) is None:
         # The caller is recorded as the creator, inherited from by `new` loops and counted by the
-        # quota: an unknown one would let any header value open a fresh quota (issue 12).
+        # quota: an unknown one would let any header value open a fresh quota.
         raise UnknownSession(
             f"{CALLER_HEADER} names {caller!r}, a session the host does not know; send your own session ID.",
             field=CALLER_HEADER,
         )
-    loop = services.loop_create(
-        prompt=payload.prompt,
-        schedule=schedule,
-        target=target,
-        preset=payload.preset,
-        created_by=caller or services.default_creator(),
-        created_at=now,
-        actor=Actor.session(caller),
+    loop = create.loop_create_from(
+        payload, target=target, created_by=caller or create.default_creator(), actor=Actor.session(caller), now=now
     )
     return LoopView.model_validate(loop_view(loop, now=now))
 
@@ -127,7 +119,9 @@ def loop_list(payload: LoopListIn, caller: str | None) -> Encoded:
     """
     caller = caller_session(caller)
     scope = payload.session_id if payload.session_id is not None else current_session(caller)
-    loops = select_loops(scope=scope)  # refuses "self" and "new" before the cursor is read
+    # Refuses "self" and "new" before the cursor is read; only a session's list asks the host.
+    global_id = None if scope == ReservedTarget.GLOBAL else global_session_id()
+    loops = select_loops(scope=scope, global_session_id=global_id)
     after = None
     if payload.cursor is not None:
         if payload.limit is None:
@@ -145,7 +139,7 @@ def loop_list(payload: LoopListIn, caller: str | None) -> Encoded:
     if len(rows) <= limit:
         return Encoded(loop_list_json(rows, now=now))
     rows = rows[:limit]
-    return Encoded(loop_list_json(rows, now=now, next_cursor=list_cursor(LoopRow._make(rows[-1]), scope=scope)))
+    return Encoded(loop_list_json(rows, now=now, next_cursor=list_cursor(LoopListRow._make(rows[-1]), scope=scope)))
 
 
 # --- loop_list cursors (contract §3: opaque) ------------------------------------------------------
@@ -162,7 +156,7 @@ def _list_digest(scope: str) -> str:
     return hashlib.sha256(scope.encode()).hexdigest()[:16]
 
 
-def list_cursor(row: LoopRow, *, scope: str) -> str:
+def list_cursor(row: LoopListRow, *, scope: str) -> str:
     """next_cursor: the next page starts after `row`, in the list `scope` names."""
     next_us = None if row.next_at_us is None else row.next_at_us + ROW_EPOCH_US
     key = [_CURSOR_VERSION, _list_digest(scope), next_us, row.created_at_us + ROW_EPOCH_US, row.loop_id]
@@ -205,7 +199,7 @@ def loop_delete(payload: LoopDeleteIn, caller: str | None) -> LoopDeleteOut:
         raise InvalidInput("'loop_id' is required.", field="loop_id")
     if payload.v1_id is not None:
         log_deprecated_alias("loop_delete {id}", caller_session_id=caller)
-    return LoopDeleteOut(deleted=True, loop_id=services.loop_delete(loop_id=loop_id, actor=Actor.session(caller)))
+    return LoopDeleteOut(deleted=True, loop_id=lifecycle.loop_delete(loop_id=loop_id, actor=Actor.session(caller)))
 
 
 def list_sessions(payload: ListSessionsIn, caller: str | None) -> SessionsOut:

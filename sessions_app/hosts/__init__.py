@@ -39,3 +39,9 @@ def get_host() -> Host:
         settings.DSHLOOP_DSH_URL,
         settings.DSHLOOP_DSH_CWD,
     )
+
+
+def global_session_id() -> str | None:
+    """The global interface session's ID as the host names it now, or None while there is none."""
+    session = get_host().global_session()
+    return session.session_id if session is not None else None

@@ -1,11 +1,11 @@
 """Schedules, spans, times and previews in words (loops/humanize.py): pure, no database."""
 
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 
 from loops import humanize
+from loops.models import Loop
 
 NOW = datetime(2025, 6, 2, 10, 0, tzinfo=UTC)  # a Monday
 
@@ -78,7 +78,7 @@ def loop(**fields):
         "next_at": None,
         "last_run_at": None,
     }
-    return SimpleNamespace(**{**defaults, **fields})
+    return Loop(**{**defaults, **fields})  # unsaved: schedule_words reads no database
 
 
 def test_schedule_words_every():

@@ -226,7 +226,7 @@ def test_creates_racing_at_the_limit_cannot_both_pass(api, sessions):
 
     from django.db import connection, transaction
 
-    from loops.services import lock_quota_count
+    from loops.services.create import lock_quota_count
 
     fill(api, "ses_other", count=LIMIT - 1)
     holding, release, results = threading.Event(), threading.Event(), []

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from loops.events import Actor
 from loops.models import ActorKind, LoopPrompt, LoopRun
-from loops.operations import loop_edit, loop_run_now
-from loops.services import loop_delete
+from loops.services.edit import loop_edit
+from loops.services.lifecycle import loop_delete, loop_run_now
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_run
 from scheduler.message import loop_message

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopRun, LoopState, MetricCounter, RunStatus, SchedulerHeartbeat
-from loops.operations import loop_pause
+from loops.services.lifecycle import loop_pause
 from monitoring import counters
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs

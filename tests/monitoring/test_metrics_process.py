@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loops.events import Actor
 from loops.models import ActorKind, LoopRun, RunStatus
-from loops.operations import loop_pause
+from loops.services.lifecycle import loop_pause
 from scheduler.claims import claim_due
 from sessions_app.models import SessionHeader
 from tests.conftest import after, create_loop, every

@@ -64,12 +64,12 @@ def test_adding_a_loop_in_the_admin_opens_the_panel_form(staff_client, world):
 def test_deleting_in_the_admin_goes_through_the_service_and_keeps_runs(
     staff_client, loop_with_runs, make_loop, monkeypatch
 ):
-    from loops import services
+    from loops.services import lifecycle
 
     calls = []
-    real = services.loop_delete
+    real = lifecycle.loop_delete
     monkeypatch.setattr(
-        services, "loop_delete", lambda *, loop_id, actor: calls.append(loop_id) or real(loop_id=loop_id, actor=actor)
+        lifecycle, "loop_delete", lambda *, loop_id, actor: calls.append(loop_id) or real(loop_id=loop_id, actor=actor)
     )
     other = make_loop("other")
     response = staff_client.post(admin_url("loops_loop", loop_with_runs.loop_id, "delete"), {"post": "yes"})

@@ -13,9 +13,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.utils import timezone
 
-from loops import humanize, operations
+from loops import humanize
 from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopEvent, LoopRun, SchedulerHeartbeat
+from loops.services import edit, lifecycle
 from tests.conftest import create_loop, every
 
 from .conftest import log_in, row
@@ -252,7 +253,7 @@ def seed_for_pictures():
     ada = Actor(ActorKind.USER, "ada")
     LoopEvent.objects.filter(loop_id=standup.loop_id).update(at=now - timedelta(days=8))
     edited_at = now - timedelta(days=2)
-    operations.loop_edit(
+    edit.loop_edit(
         loop_id=standup.loop_id,
         changes={
             "name": "Stand-up summary",
@@ -280,7 +281,7 @@ def seed_for_pictures():
     LoopEvent.objects.create(
         loop_id=standup.loop_id, at=manual_at, kind="run_now", actor_kind="user", actor_id="ada", revision=2
     )
-    operations.loop_pause(loop_id=ping.loop_id, actor=ada, now=now - timedelta(minutes=50))
+    lifecycle.loop_pause(loop_id=ping.loop_id, actor=ada, now=now - timedelta(minutes=50))
     SchedulerHeartbeat.objects.create(
         instance_id="shot", hostname="laptop", pid=4242, started_at=now, last_tick_at=now + timedelta(minutes=10)
     )

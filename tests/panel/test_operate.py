@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from loops import operations, services
 from loops.events import Actor
 from loops.models import Loop, LoopEvent, LoopRun, LoopState
+from loops.services import lifecycle
 from panel.forms import initial_for
 
 from .conftest import admin_url
@@ -187,7 +187,7 @@ def test_retry_of_a_loop_that_has_not_failed_is_a_message(staff_client, make_loo
 @pytest.mark.parametrize("action", ["pause", "resume", "run", "retry"])
 def test_an_action_on_a_deleted_loop_is_a_message(staff_client, staff_user, make_loop, action):
     loop = make_loop()
-    services.loop_delete(loop_id=loop.loop_id, actor=Actor.user(staff_user))
+    lifecycle.loop_delete(loop_id=loop.loop_id, actor=Actor.user(staff_user))
     _, page = post(staff_client, f"/panel/loops/{loop.loop_id}/{action}", {"next": "/panel/"})
     assert flash(page) == [f"There is no loop {loop.loop_id} any more: it was deleted."]
 
@@ -447,7 +447,7 @@ def csrf_client(staff_user) -> Client:
 def test_every_action_needs_a_csrf_token(csrf_client, staff_user, make_loop, action):
     loop = failed_once(make_loop) if action == "retry" else make_loop()
     if action == "resume":
-        operations.loop_pause(loop_id=loop.loop_id, actor=Actor.user(staff_user))
+        lifecycle.loop_pause(loop_id=loop.loop_id, actor=Actor.user(staff_user))
     before = events(loop)
     path = f"/panel/loops/{loop.loop_id}/{action}"
     data = edit_form(loop, name="x") if action == "edit" else {}

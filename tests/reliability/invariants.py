@@ -28,7 +28,7 @@ from django.utils import timezone
 from loops.models import Loop, LoopRun, LoopState
 from loops.notify import notify_clocks
 from loops.runs import OPEN_STATUSES
-from loops.services import new_loop_id
+from loops.services.create import new_loop_id
 from sessions_app.models import InboxMessage
 
 

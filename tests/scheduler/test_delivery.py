@@ -18,7 +18,7 @@ from core.timeutil import to_ms
 from loops.events import Actor
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.runs import lease
-from loops.services import loop_delete
+from loops.services.lifecycle import loop_delete
 from scheduler import delivery, tasks
 from scheduler.claims import claim_due, recover_runs
 from scheduler.delivery import MAX_ATTEMPTS, backoff, deliver_run

@@ -18,10 +18,11 @@ from django.db import connection
 from django_q.models import OrmQ
 
 from core.timeutil import to_ms
-from loops import operations, runs
+from loops import runs
 from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopRun, LoopState, RunStatus
 from loops.runs import lease
+from loops.services import lifecycle
 from scheduler import claims
 from scheduler.claims import claim_due, recover_runs
 from tests.conftest import T0, after, captured_log, every, s
@@ -332,7 +333,7 @@ def test_one_shot_late_beyond_the_grace_fails_with_the_reason_and_can_be_retried
     assert claim(now + timedelta(days=1)) == []
 
     retried_at = now + s(30)
-    operations.loop_retry(loop_id=loop.loop_id, actor=Actor(ActorKind.USER, "ops"), now=retried_at)
+    lifecycle.loop_retry(loop_id=loop.loop_id, actor=Actor(ActorKind.USER, "ops"), now=retried_at)
     (run_id,) = claim(retried_at)
     retry = LoopRun.objects.get(run_id=run_id)
     assert (retry.status, retry.scheduled_at, retry.missed) == (RunStatus.CLAIMED, retried_at, 0)
@@ -427,7 +428,7 @@ def test_a_manual_run_of_a_long_overdue_loop_is_not_subject_to_the_grace(create,
     loop = create(every(HOURS_6))
     now = T0 + timedelta(days=2)  # long past its next_at, and not claimed yet
 
-    run = operations.loop_run_now(loop_id=loop.loop_id, actor=Actor(ActorKind.USER, "ops"), now=now)
+    run = lifecycle.loop_run_now(loop_id=loop.loop_id, actor=Actor(ActorKind.USER, "ops"), now=now)
 
     assert (run.status, run.manual) == (RunStatus.CLAIMED, True)
     assert enqueued_run_ids() == [run.run_id]

@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from core.timeutil import iso
-from loops import services
 from loops.events import Actor
 from loops.models import LoopEvent, LoopRun, RunStatus
 from loops.runs import occurrence_key
+from loops.services import lifecycle
 from scheduler.retention import Pruner, prune
 from sessions_app.models import InboxMessage
 from sessions_app.services import inbox_deliver_many
@@ -115,7 +115,7 @@ def test_a_deleted_loops_runs_are_pruned_too_and_its_events_kept(settings, make_
     make_session("ses_target")
     loop = create_loop(every(60), target="ses_target")
     runs = add_runs(loop.loop_id, 10)
-    services.loop_delete(loop_id=loop.loop_id, actor=Actor.session("ses_target"))
+    lifecycle.loop_delete(loop_id=loop.loop_id, actor=Actor.session("ses_target"))
     events = LoopEvent.objects.filter(loop_id=loop.loop_id).count()
     assert events >= 2  # created, deleted
 

@@ -1,4 +1,4 @@
-"""Writes to the loop registry: loop_create and loop_delete (spec §2.1, §2.3, §9)."""
+"""Making a loop (spec §2.1): its target and quota rules, and the one place a loop is made."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
 from core.errors import (
     InvalidInput,
@@ -21,8 +20,9 @@ from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState
 from loops.notify import notify_clocks
-from loops.selectors import active_loops_in_quota, loop_get
-from sessions_app.hosts import get_host
+from loops.schemas import LoopCreateIn
+from loops.selectors import active_loops_in_quota
+from sessions_app.hosts import get_host, global_session_id
 from sessions_app.models import ReservedTarget
 
 
@@ -65,8 +65,7 @@ def default_creator() -> str:
     """Who a loop made without a calling session records as its creator (contract §2): the global
     interface session, or none ("", still a string in LoopView) when there is none (issue 12). At
     delivery a `new` loop inherits from its creator, or from the profile default (spec §2.1)."""
-    global_session = get_host().global_session()
-    return global_session.session_id if global_session is not None else ""
+    return global_session_id() or ""
 
 
 def check_loop_quota(*, target: str, creator: str | None) -> None:
@@ -127,11 +126,7 @@ def loop_create(
     loop = Loop(
         loop_id=new_loop_id(),
         prompt=prompt,
-        kind=schedule.kind,
-        every_seconds=getattr(schedule, "every_seconds", None),
-        after_seconds=getattr(schedule, "after_seconds", None),
-        cron_expr=getattr(schedule, "expr", ""),
-        tz=getattr(schedule, "tz", None) or "",
+        schedule=schedule,
         session_id=target,
         preset=preset or "",
         created_by_session_id=created_by,
@@ -152,19 +147,16 @@ def loop_create(
     return loop
 
 
-def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> str:
-    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay.
-
-    Of deletes racing for one loop exactly one deletes it and records the event; the others answer
-    unknown_loop. The row is locked first: on PostgreSQL a delete that waited for another finds the
-    row gone once that one commits (without the lock both read it, and the second DELETE matched
-    nothing yet still answered and recorded a deletion); SQLite's IMMEDIATE transactions serialize.
-    The event's time is read after the lock (loops.operations); `now` overrides it (tests)."""
-    with transaction.atomic():
-        loop = Loop.objects.select_for_update().filter(loop_id=loop_id).first()
-        if loop is None:
-            loop_get(loop_id)  # raises unknown_loop
-        Loop.objects.filter(loop_id=loop_id).delete()
-        record_event(loop, EventKind.DELETED, actor, at=truncate_to_ms(now or timezone.now()))
-    transaction.on_commit(notify_clocks)
-    return loop_id
+def loop_create_from(data: LoopCreateIn, *, target: str, created_by: str, actor: Actor, now: datetime) -> Loop:
+    """A loop from the loop_create input (the tool's and the panel's, validated as LoopCreateIn):
+    its schedule read at `now`, which is also its creation time. The caller decides the target
+    (the input's session_id, or the calling session) and the creator."""
+    return loop_create(
+        prompt=data.prompt,
+        schedule=data.to_schedule(host_tz=settings.TIME_ZONE, now=now),
+        target=target,
+        preset=data.preset,
+        created_by=created_by,
+        created_at=now,
+        actor=actor,
+    )

@@ -1,0 +1,109 @@
+"""Editing a loop (contract §9 PATCH): any of name, prompt, schedule, target and preset."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.errors import LoopCompleted
+from core.timeutil import truncate_to_ms
+from loops import schedules
+from loops.events import Actor, record_event
+from loops.models import EventKind, Loop, LoopState
+from loops.notify import notify_clocks
+from loops.presenters import schedule_view
+from loops.schemas import LoopPatchIn
+from loops.services.create import check_loop_quota, check_target, lock_quota_count
+from loops.services.locking import effective_now, has_open_run, locked_loop
+from sessions_app.models import ReservedTarget
+
+EDITABLE = ("name", "prompt", "schedule", "target", "preset")
+
+
+def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None = None) -> Loop:
+    """Edit any of name, prompt, schedule (a schedules.Schedule), target and preset, validated as
+    loop_create validates them. A new schedule or target recomputes next_at from now (the grid
+    starts again there); a new prompt or name does not. Each edit that changes something
+    increments the revision; a run already in flight finishes with its old one.
+
+    A completed loop is refused: 409 loop_completed (pause refuses it too). A failed loop given a new schedule or
+    target is scheduled again from now; a new prompt or name alone leaves it failed, for a retry
+    to fire."""
+    unknown = set(changes) - set(EDITABLE)
+    assert not unknown, unknown
+    with transaction.atomic(durable=True):
+        loop = locked_loop(loop_id)  # `before` is read from it: the revision this edit follows
+        now = effective_now(now)
+        if loop.state == LoopState.COMPLETED:
+            # As pause: a completed one-shot stays history. Rewriting it would record a change
+            # that never runs; re-arming it would fire a one-shot twice.
+            raise LoopCompleted(
+                f"{loop_id} is completed: it has no occurrence left to edit. Create a new loop "
+                "(loop_create) to run it again.",
+                field="loop_id",
+            )
+        before = _editable(loop)
+        target = changes.get("target", loop.session_id)
+        preset = changes["preset"] if "preset" in changes else (loop.preset or None)
+        if target != ReservedTarget.NEW and "preset" not in changes:
+            preset = None  # a preset goes with "new" only: leaving "new" drops it
+        if "target" in changes or "preset" in changes:
+            check_target(target=target, preset=preset)
+        if target != loop.session_id:
+            lock_quota_count(target=target, creator=loop.created_by_session_id)
+            check_loop_quota(target=target, creator=loop.created_by_session_id)
+        if "name" in changes:
+            loop.name = changes["name"] or ""
+        if "prompt" in changes:
+            loop.prompt = changes["prompt"]
+        if "schedule" in changes:
+            loop.schedule = changes["schedule"]
+        loop.session_id, loop.preset = target, preset or ""
+        after = _editable(loop)
+        edited = {field: [before[field], after[field]] for field in after if before[field] != after[field]}
+        if not edited:
+            return loop
+        if {"schedule", "session_id"} & edited.keys():
+            loop.schedule_from = now
+            if loop.state == LoopState.FAILED:
+                # A failed loop is retryable (spec §4); a new schedule or target is the fix an
+                # operator makes, so it is scheduled again on it, as any loop that is not paused.
+                loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
+            if loop.state in (LoopState.SCHEDULED, LoopState.RUNNING):
+                loop.next_at = schedules.first_occurrence(loop.schedule, created_at=now, host_tz=settings.TIME_ZONE)
+        loop.revision += 1
+        loop.full_clean(validate_unique=False)
+        loop.save()
+        record_event(loop, EventKind.EDITED, actor, at=now, changes=edited)
+    transaction.on_commit(notify_clocks)
+    return loop
+
+
+def _editable(loop: Loop) -> dict:
+    """The edited fields as the API shows them (contract §9 changes: {field: [old, new]})."""
+    return {
+        "name": loop.name or None,
+        "prompt": loop.prompt,
+        "schedule": schedule_view(loop.schedule),
+        "session_id": loop.session_id,
+        "preset": loop.preset or None,
+    }
+
+
+def loop_edit_from(loop_id: str, data: LoopPatchIn, *, actor: Actor, now: datetime | None = None) -> Loop:
+    """loop_edit with the PATCH input (the operator API's and the panel's, validated as LoopPatchIn):
+    the fields it was given; a null prompt, schedule or session_id counts as not given, a null
+    name or preset clears it. A cron schedule is checked at `now` (default: the clock)."""
+    given = data.model_fields_set
+    changes: dict = {field: getattr(data, field) for field in ("name", "preset") if field in given}
+    if data.prompt is not None:
+        changes["prompt"] = data.prompt
+    if data.schedule is not None:
+        checked_at = truncate_to_ms(now or timezone.now())
+        changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=checked_at)
+    if data.session_id is not None:
+        changes["target"] = data.session_id
+    return loop_edit(loop_id=loop_id, changes=changes, actor=actor, now=now)
