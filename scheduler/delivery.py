@@ -164,7 +164,7 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host, prompt: str) -> Outco
             raise PermanentFailure("The loop was deleted before this occurrence was delivered.")
         target = resolve_target(host, loop, run, source)
         run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
-        if (run.target or loop.session_id) == "new" and not host.transactional:
+        if (run.target or loop.session_id) == "new" and not host.capabilities.transactional:
             # Remember the new session first: a retry of this occurrence must reuse it.
             LoopRun.objects.filter(run_id=run.run_id).update(
                 target_session_id=run.target_session_id, fallback=run.fallback
@@ -337,7 +337,7 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
         return now or timezone.now()
 
     host = get_host()
-    if host.transactional:
+    if host.capabilities.transactional:
         # The embedded host: runs taken, messages, target changes and records commit together.
         with transaction.atomic(durable=True):
             runs, loops = _take(run_ids, clock())

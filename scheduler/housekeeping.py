@@ -101,11 +101,11 @@ def poll_outcomes_step() -> bool:
 
 def default_jobs() -> list[Job]:
     """The jobs `runloops` runs: retention at start, then every DSHLOOP_PRUNE_INTERVAL_SECONDS; on
-    SQLite, settling deadlines stored in another form every minute; and, for a host that logs how turns end (the `dsh` host), reading those outcomes every few seconds."""
+    SQLite, settling deadlines stored in another form every minute; and, for a host that tells how turns end, reading those outcomes every few seconds."""
     jobs = [Job("prune", settings.DSHLOOP_PRUNE_INTERVAL_SECONDS, PruneJob().step)]
     if stores_text():
         jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, lambda: settle_step(now=timezone.now())))
-    if hasattr(get_host(), "turn_outcomes"):
+    if get_host().capabilities.turn_outcomes:
         jobs.append(Job("outcomes", OUTCOME_POLL_SECONDS, poll_outcomes_step))
     return jobs
 

@@ -1,6 +1,6 @@
-"""Turn outcomes read from the host itself, for hosts that log how a turn ended (issue 16).
+"""Turn outcomes read from the host itself, for hosts that log how a turn ended.
 
-A host with the optional `turn_outcomes` capability (the `dsh` host: DSH's session log) is asked,
+A host that declares the `turn_outcomes` capability (the `dsh` host: DSH's session log) is asked,
 every few seconds, how the turns of recently delivered runs ended; each answer is recorded as if the
 host had called `POST /api/host/runs/{run_id}/outcome` (scheduler.outcomes.record_outcome). Hosts
 without it report outcomes through that endpoint only, and this poll does nothing for them.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.utils import timezone
 
@@ -18,7 +19,7 @@ from core.timeutil import to_ms
 from loops.models import LoopRun, RunStatus
 from scheduler.outcomes import record_outcome
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import HostError, RunRef
+from sessions_app.hosts.base import HostError, RunRef, TurnOutcomes
 
 logger = logging.getLogger("dshloop.delivery")
 
@@ -32,8 +33,7 @@ def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
     """Ask the host how the turns of delivered runs without an outcome ended, and record the
     answers; how many outcomes were recorded. A host that cannot be read is logged, not raised."""
     host = get_host()
-    turn_outcomes = getattr(host, "turn_outcomes", None)
-    if turn_outcomes is None:
+    if not host.capabilities.turn_outcomes:
         return 0
     now = now or timezone.now()
     # No index serves this filter, on purpose: one would cost every delivery an index write, for a
@@ -54,7 +54,7 @@ def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
     if not refs:
         return 0
     try:
-        answers = turn_outcomes(refs)
+        answers = cast(TurnOutcomes, host).turn_outcomes(refs)
     except HostError as exc:
         logger.warning("turn outcomes not read (%d runs waiting): %s", len(refs), exc)
         return 0

@@ -54,10 +54,24 @@ class HostError(Exception):
         self.transient = transient
 
 
-class Host(Protocol):
-    # True when the host's writes live in dshloop's own database: deliveries and their records
-    # can then commit together, so a crash can never leave a delivered but unrecorded run.
+@dataclass(frozen=True)
+class Capabilities:
+    """What a host can do, as it declares it: the engine asks these, never the host's name."""
+
+    # Runs per delivery task. A host that answers in microseconds (the embedded one) takes large
+    # batches, which amortize the database work; a remote host may hang for its whole timeout, so
+    # it takes one run a task and a slow host holds at most one run per worker.
+    delivery_batch: int
+    # The host's writes live in dshloop's own database: deliveries and their records can then
+    # commit together, so a crash can never leave a delivered but unrecorded run.
     transactional: bool
+    # The host tells how a delivered turn ended (it implements TurnOutcomes), so the scheduler
+    # asks it; other hosts report outcomes through POST /api/host/runs/{id}/outcome.
+    turn_outcomes: bool = False
+
+
+class Host(Protocol):
+    capabilities: Capabilities
 
     def list_sessions(self, *, limit: int) -> list[SessionInfo]: ...
 
@@ -80,8 +94,8 @@ class Host(Protocol):
 
 
 class TurnOutcomes(Protocol):
-    """An optional host capability (the `dsh` host): the host tells how a delivered turn ended.
-    Hosts that cannot lack the method; their outcomes come in through POST /api/host/runs/{id}/outcome."""
+    """The optional capability Capabilities.turn_outcomes declares: the host tells how a delivered
+    turn ended."""
 
     def turn_outcomes(self, runs: list[RunRef]) -> dict[str, TurnEnd]:
         """Outcomes by run_id, only for runs whose turn has ended; runs still in flight, or whose

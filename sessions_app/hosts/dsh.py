@@ -1,8 +1,5 @@
-"""A real DeepSeek Harness host over its HTTP API (contract §11; ../shared/DSH-HOST.md).
-
-Every call is `POST /api/<method>` with a `client-request` envelope; the answer is HTTP 200 with
-`result.ok` true (a value) or false (an error with a `code`). DSH has no authentication: it answers
-only requests whose Host header is a loopback address (403 otherwise).
+"""A real DeepSeek Harness host over its HTTP API (contract §11; ../shared/DSH-HOST.md; the
+wire itself in dsh_wire, turn outcomes in dsh_turns).
 
 What maps to what:
 - sessions <- `session.list` (all sessions, attached and persisted, newest first). The title is
@@ -20,7 +17,7 @@ What maps to what:
   prompt still queued when it stops is discarded; so a delivery counts only once a `user/message`
   with that rpcId is in `session.history`, and before sending, the history is searched for it.
 - presets <- `agentPreset.list` (mountable unless `broken`).
-- turn outcomes (issue 16) <- `session.history`: the first `turn/end` after the occurrence's
+- turn outcomes <- `session.history`: the first `turn/end` after the occurrence's
   `user/message` (a steered message ends with the turn it joined, a queued one with the later turn
   it started), its `reason.kind` mapped by `turn_end_of` (kinds: DSH's TurnEndReasonMap).
 DSH does not expose a session's model in `session.list`, so the model a `new` session inherits is
@@ -31,10 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 
-import httpx
 from django.conf import settings
 
 from core.timeutil import from_ms
@@ -43,23 +38,12 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import Delivered, HostError, Message, RunRef, TurnEnd, clip, deliver_each
+from .base import Capabilities, Delivered, HostError, Message, RunRef, TurnEnd, deliver_each
+from .dsh_turns import turn_end_of
+from .dsh_wire import DshClient, DshError
 
 logger = logging.getLogger("dshloop.hosts")
 
-# Error codes that retrying cannot change (DSH-HOST.md §4, §6, §8); any other is retried.
-PERMANENT_CODES = {
-    "bad-request",
-    "session-not-found",
-    "session-conflict",
-    "agent-preset-not-found",
-    "agent-preset-conflict",
-    "agent-preset-invalid",
-    "workspace-not-found",
-    "title-invalid",
-    "attachment-error",
-    "invalid-time-zone",
-}
 # How long a delivery waits for its message to show in the session's history: an idle session
 # starts its turn at once (about a second); a steered one at the running turn's next step.
 CONFIRM_SECONDS = 8.0
@@ -70,80 +54,23 @@ HISTORY_PAGE = 200  # messages per history page when looking for an occurrence's
 CLOCK_MARGIN_MS = 10 * 60 * 1000
 
 
-class DshError(HostError):
-    def __init__(self, message: str, *, code: str = "", transient: bool):
-        super().__init__(message, transient=transient)
-        self.code = code
-
-
 def new_session_id(occurrence_key: str) -> str:
     """The DSH session for one occurrence of a `new` loop: the same occurrence, the same session."""
     return "loop-" + hashlib.sha256(occurrence_key.encode()).hexdigest()[:24]
 
 
 class DshHost:
-    transactional = False
+    capabilities = Capabilities(delivery_batch=1, transactional=False, turn_outcomes=True)
 
     def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
-        self.base_url = base_url.rstrip("/")
+        self.wire = DshClient(base_url, timeout=timeout)
         self.cwd = cwd
         self.global_session_id = global_session_id
-        self.timeout = timeout
-        self._client: httpx.Client | None = None
-        self._pid = 0
-
-    @property
-    def client(self) -> httpx.Client:
-        # One pool per process: scheduler workers are forked, and a pool must not cross a fork.
-        if self._client is None or self._pid != os.getpid():
-            self._client = httpx.Client(base_url=self.base_url, timeout=self.timeout)
-            self._pid = os.getpid()
-        return self._client
-
-    # -- the wire ------------------------------------------------------------------------------------
-
-    def call(self, method: str, payload: dict, *, rpc_id: str | None = None):
-        """One `POST /api/<method>`; returns the value, or raises DshError (transient or not)."""
-        body = {
-            "type": "client-request",
-            "rpcId": rpc_id or f"dshloop-{time.monotonic_ns()}",
-            "method": method,
-            "payload": payload,
-        }
-        try:
-            response = self.client.post(f"/api/{method}", json=body)
-        except httpx.TimeoutException as exc:
-            raise DshError(f"DSH did not answer {method} within {self.timeout:g} s.", transient=True) from exc
-        except httpx.HTTPError as exc:
-            raise DshError(f"DSH is unreachable at {self.base_url} ({method}): {exc}", transient=True) from exc
-        if response.status_code == 403:
-            raise DshError(
-                f"DSH refused {method} (403): it answers only requests whose Host header is a loopback address "
-                f"(127.0.0.1 or localhost); point DSHLOOP_DSH_URL at one, or start DSH with --trusted-host.",
-                transient=False,
-            )
-        if response.status_code != 200:
-            detail = response.text.strip()[:300] or response.reason_phrase
-            raise DshError(
-                f"DSH answered {response.status_code} to {method}: {detail}", transient=response.status_code >= 500
-            )
-        try:
-            result = response.json()["result"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise DshError(f"DSH sent a malformed answer to {method}.", transient=True) from exc
-        if not isinstance(result, dict):
-            raise DshError(f"DSH sent a malformed answer to {method}.", transient=True)
-        if result.get("ok"):
-            return result.get("value")
-        error = result.get("error") if isinstance(result.get("error"), dict) else {}
-        code = str(error.get("code") or "unknown")
-        message = str(error.get("message") or "no message")
-        raise DshError(f"DSH {method} failed with {code}: {message}", code=code, transient=code not in PERMANENT_CODES)
 
     # -- sessions ----------------------------------------------------------------------------------
 
     def _items(self) -> list[dict]:
-        value = self.call("session.list", {})
+        value = self.wire.call("session.list", {})
         items = value.get("items") if isinstance(value, dict) else None
         if not isinstance(items, list):
             raise DshError("DSH sent no session list for session.list.", transient=True)
@@ -151,7 +78,7 @@ class DshHost:
         return [item for item in items if isinstance(item, dict) and is_identifier(item.get("sessionId"))]
 
     def _attached(self, session_id: str) -> bool:
-        value = self.call("subagent.list", {"parentSessionId": session_id})
+        value = self.wire.call("subagent.list", {"parentSessionId": session_id})
         return bool(isinstance(value, dict) and value.get("parentAvailable"))
 
     def _info(self, item: dict, *, with_status: bool = True) -> SessionInfo:
@@ -225,8 +152,8 @@ class DshHost:
         global interface of its own (contract §11): this one session plays it for `self`."""
         if not self.global_session_id or self._find(self.global_session_id) is not None:
             return False
-        self.call("session.create", {"sessionId": self.global_session_id, **self._placement()})
-        self.call("session.rename", {"sessionId": self.global_session_id, "title": title})
+        self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement()})
+        self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": title})
         return True
 
     def _placement(self) -> dict:
@@ -235,7 +162,7 @@ class DshHost:
         cwd configured, DSH's own default."""
         if not self.cwd:
             return {}
-        value = self.call("workspace.create", {"path": self.cwd})
+        value = self.wire.call("workspace.create", {"path": self.cwd})
         workspace = value.get("workspace") if isinstance(value, dict) else None
         workspace_id = workspace.get("workspaceId") if isinstance(workspace, dict) else None
         if not isinstance(workspace_id, str) or not workspace_id:
@@ -243,7 +170,7 @@ class DshHost:
         return {"workspaceId": workspace_id}
 
     def get_preset(self, name: str) -> PresetInfo | None:
-        value = self.call("agentPreset.list", {})
+        value = self.wire.call("agentPreset.list", {})
         presets = value.get("presets") if isinstance(value, dict) else None
         for preset in presets if isinstance(presets, list) else []:
             if isinstance(preset, dict) and preset.get("id") == name:
@@ -255,7 +182,7 @@ class DshHost:
         if item is None:
             raise DshError(f"DSH has no session {session_id!r} to resume.", code="session-not-found", transient=False)
         # Its recorded cwd (a different one is session-conflict) and no preset: the stored one wins.
-        self.call("session.create", {"sessionId": session_id, "cwd": item.get("cwd") or self.cwd})
+        self.wire.call("session.create", {"sessionId": session_id, "cwd": item.get("cwd") or self.cwd})
         session = self.get_session(session_id)
         if session is None:
             raise DshError(f"Session {session_id} disappeared while being resumed.", transient=False)
@@ -265,7 +192,7 @@ class DshHost:
         payload = {"sessionId": new_session_id(source["occurrence_key"]), **self._placement()}
         if preset and preset != settings.DSHLOOP_DEFAULT_PRESET:
             payload["agentPreset"] = preset  # the profile default: DSH's own default preset
-        value = self.call("session.create", payload)
+        value = self.wire.call("session.create", payload)
         session_id = value.get("sessionId") if isinstance(value, dict) else None
         if not isinstance(session_id, str) or not session_id:
             raise DshError("DSH created a session but sent no sessionId.", transient=True)
@@ -282,7 +209,7 @@ class DshHost:
             payload = {"sessionId": session_id, "maxMessages": HISTORY_PAGE}
             if before is not None:
                 payload["beforeSeq"] = before
-            value = self.call("session.history", payload)
+            value = self.wire.call("session.history", payload)
             page = value.get("events") if isinstance(value, dict) else None
             if not isinstance(page, list):
                 raise DshError("DSH sent no events for session.history.", transient=True)
@@ -328,7 +255,7 @@ class DshHost:
         delivery = "next_step" if mode == "steer" else "next_turn"
         where, message_id = self._find_occurrence(session_id, source)
         if where == "absent":
-            self.call(
+            self.wire.call(
                 "session.prompt",
                 {"sessionId": session_id, "mode": mode, "content": [{"type": "text", "text": text}]},
                 rpc_id=occurrence_key,
@@ -382,84 +309,3 @@ class DshHost:
                 if ended is not None:
                     outcomes[run.run_id] = ended
         return outcomes
-
-
-# What DSH's turn/end reason kinds mean for a run (TurnEndReasonMap, @deepseek-ai/dsh-session
-# lib/types/types.d.ts in 0.1.0-rc.8; packages/core/session/src/types.ts upstream). The map is
-# merge-extensible: a kind not listed here is a failure naming the kind.
-_ABORT_CAUSES = {
-    "user": "a user cancelled it",
-    "parent": "its parent session cancelled it",
-    "disposed": "its agent was disposed",
-    "legacy": "cancelled; the cause was not recorded",
-}
-
-
-def _text(message: dict) -> str:
-    content = message.get("content") if isinstance(message.get("content"), list) else []
-    parts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
-    return "".join(part for part in parts if isinstance(part, str)).strip()
-
-
-def _final_text(turn: list[dict]) -> str:
-    """The turn's last assistant text (its `assistant/message` events), or ""."""
-    for event in reversed(turn):
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
-        if event.get("type") == "assistant/message" and isinstance(data.get("message"), dict):
-            if text := _text(data["message"]):
-                return clip(text)
-    return ""
-
-
-def map_turn_end(reason: object, turn: list[dict]) -> TurnEnd:
-    """A `turn/end` reason as a run outcome; `turn` holds the turn's events from the run's message on."""
-    reason = reason if isinstance(reason, dict) else {}
-    kind = reason.get("kind") if isinstance(reason.get("kind"), str) else ""
-    if kind == "completed":
-        return TurnEnd("succeeded", summary=_final_text(turn))
-    if kind == "error":
-        failure = reason.get("error") if isinstance(reason.get("error"), dict) else {}
-        code, message = str(failure.get("code") or "UNKNOWN"), str(failure.get("message") or "no message")
-        return TurnEnd("failed", error=clip(f"DSH ended the turn with an error ({code}): {message}"))
-    if kind == "aborted":  # session.cancel, a parent's or a hook's cancellation, a disposed agent
-        cause = reason.get("reason") if isinstance(reason.get("reason"), dict) else {}
-        cause_kind = str(cause.get("kind") or "")
-        if cause_kind == "hook":
-            why = f"a hook cancelled it: {cause.get('reason') or 'no reason given'}"
-        else:
-            why = _ABORT_CAUSES.get(cause_kind, f"cause {cause_kind or 'unknown'}")
-        return TurnEnd("cancelled", summary=_final_text(turn), error=clip(f"DSH aborted the turn ({why})."))
-    if kind == "interrupted":  # DSH stopped mid-turn; closed when the log was next loaded
-        return TurnEnd(
-            "cancelled",
-            summary=_final_text(turn),
-            error="DSH stopped during the turn (interrupted): the turn did not finish.",
-        )
-    if kind == "max-tokens":  # a step hit the output-token ceiling: a truncated, not a clean, stop
-        return TurnEnd(
-            "failed",
-            summary=_final_text(turn),
-            error="DSH ended the turn with max-tokens: a model answer reached its output-token limit and was cut short.",
-        )
-    if kind == "blocked":  # a pre-step decision (a hook) rejected the turn's step
-        return TurnEnd("failed", error="DSH blocked the turn: a hook rejected its step, so it did not run.")
-    return TurnEnd("failed", error=clip(f"DSH ended the turn with a reason dshloop does not know: {kind or 'none'!r}."))
-
-
-def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
-    """The outcome of the turn that handled the occurrence's message, from a session's log (oldest
-    first), or None: the message is not in the log, or its turn has not ended yet.
-
-    DSH writes a `user/message` inside the turn that handles it (a steered one at the running turn's
-    next step, a queued one at the start of a later turn), so that turn's end is the first `turn/end`
-    after it by seq. DSH does not deduplicate an rpcId: a repeated message counts from the first."""
-    start = None
-    for index, event in enumerate(events):
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
-        if start is None:
-            origin = data.get("source") if isinstance(data.get("source"), dict) else {}
-            if event.get("type") == "user/message" and origin.get("rpcId") == occurrence_key:
-                start = index
-        elif event.get("type") == "turn/end":
-            return map_turn_end(data.get("reason"), events[start:index])
-    return None

@@ -27,7 +27,7 @@ from sessions_app.selectors import session_info, session_list
 from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import Delivered, HostError, Message, deliver_each
+from .base import Capabilities, Delivered, HostError, Message, deliver_each
 
 _STATUSES = {choice.value for choice in SessionStatus}
 
@@ -66,7 +66,7 @@ def _storable(text: str) -> bool:
 
 
 class HttpHost:
-    transactional = False
+    capabilities = Capabilities(delivery_batch=1, transactional=False)
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, global_session_id: str = ""):
         self.base_url = base_url.rstrip("/")

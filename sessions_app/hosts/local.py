@@ -6,11 +6,11 @@ from sessions_app import selectors, services
 from sessions_app.models import SessionStatus
 
 from ..records import PresetInfo, SessionInfo
-from .base import Delivered, HostError, Message
+from .base import Capabilities, Delivered, HostError, Message
 
 
 class LocalHost:
-    transactional = True
+    capabilities = Capabilities(delivery_batch=250, transactional=True)
 
     def list_sessions(self, *, limit: int) -> list[SessionInfo]:
         return selectors.session_list(limit=limit)

@@ -5,6 +5,7 @@ the OrmQ rows the ORM broker writes in the claim's transaction.
 """
 
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,6 +19,7 @@ from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.runs import lease
 from scheduler import claims
 from scheduler.claims import claim_due, recover_runs
+from sessions_app.hosts.local import LocalHost
 from tests.conftest import T0, every, s
 
 
@@ -118,7 +120,8 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
     """The broker writes in the claim's transaction (django-q2 #293): a later failure undoes the
     tasks already enqueued, so no task can point at a run that does not exist."""
     loops = [create(every(10)), create(every(10))]
-    monkeypatch.setitem(queue.DELIVERY_BATCH, "local", 1)  # one task per run: the second enqueue fails
+    # One task per run: the second enqueue fails.
+    monkeypatch.setattr(LocalHost, "capabilities", replace(LocalHost.capabilities, delivery_batch=1))
     real_async_task = queue.async_task
     calls = []
 
@@ -139,7 +142,7 @@ def test_enqueued_tasks_roll_back_with_the_claim(create, monkeypatch):
 
 
 def test_many_runs_are_enqueued_in_batches(create, monkeypatch):
-    monkeypatch.setitem(queue.DELIVERY_BATCH, "local", 2)
+    monkeypatch.setattr(LocalHost, "capabilities", replace(LocalHost.capabilities, delivery_batch=2))
     for _ in range(5):
         create(every(10))
     run_ids = claim(T0 + s(10))

@@ -6,7 +6,7 @@ frozen clock, against the embedded host (the database is the host).
 """
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import ClassVar
 
@@ -23,7 +23,7 @@ from scheduler import delivery, tasks
 from scheduler.claims import claim_due, recover_runs
 from scheduler.delivery import MAX_ATTEMPTS, backoff, deliver_run
 from scheduler.message import loop_message
-from sessions_app.hosts.base import HostError, deliver_each
+from sessions_app.hosts.base import Capabilities, HostError, deliver_each
 from sessions_app.hosts.local import LocalHost
 from sessions_app.models import InboxMessage, Preset, SessionHeader
 from sessions_app.services import session_upsert
@@ -492,7 +492,7 @@ class FlakyHost:
     It stands for a remote host (its failures are real side effects), so it is not transactional.
     """
 
-    transactional: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities(delivery_batch=1, transactional=False)
     failures: int
     transient: bool = True
     inner: LocalHost = field(default_factory=LocalHost)
@@ -856,7 +856,7 @@ def test_a_leased_run_locked_by_another_transaction_is_waited_for_not_dropped(cr
     thrown away and the run re-driven). The embedded host plays a remote one here."""
     if connection.vendor != "postgresql":
         pytest.skip("needs concurrent writers and row locks (PostgreSQL); SQLite serializes writers")
-    monkeypatch.setattr(LocalHost, "transactional", False)
+    monkeypatch.setattr(LocalHost, "capabilities", replace(LocalHost.capabilities, transactional=False))
     make_session("ses_target")
     loop = create(session_id="ses_target")
     run = claim_one(loop)

@@ -14,7 +14,8 @@ import pytest
 
 from scheduler.message import loop_message
 from sessions_app.hosts.base import HostError
-from sessions_app.hosts.dsh import DshError, DshHost, new_session_id
+from sessions_app.hosts.dsh import DshHost, new_session_id
+from sessions_app.hosts.dsh_wire import DshError
 from tests.dsh import DshHost as RealDsh
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db]
@@ -143,7 +144,7 @@ def test_dsh_down_is_transient(workspace):
 
 
 def test_a_host_header_dsh_refuses_is_explained(adapter):
-    adapter.client.headers["Host"] = "dsh.example.com"
+    adapter.wire.client.headers["Host"] = "dsh.example.com"
     with pytest.raises(DshError) as caught:
         adapter.list_sessions(limit=5)
     assert not caught.value.transient and "loopback" in str(caught.value)

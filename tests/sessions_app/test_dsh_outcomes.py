@@ -27,8 +27,9 @@ from scheduler.delivery import deliver_run
 from scheduler.message import loop_message
 from scheduler.outcome_watch import poll_outcomes
 from scheduler.outcomes import record_outcome
-from sessions_app.hosts.base import RunRef, TurnEnd
-from sessions_app.hosts.dsh import DshHost, map_turn_end, turn_end_of
+from sessions_app.hosts.base import Capabilities, RunRef, TurnEnd
+from sessions_app.hosts.dsh import DshHost
+from sessions_app.hosts.dsh_turns import map_turn_end, turn_end_of
 from tests.conftest import after, captured_log, create_loop
 from tests.dsh import DshHost as RealDsh
 from tests.dsh import require_dsh_dir
@@ -362,6 +363,8 @@ def bare_run(run_id: str, *, finished_ago: timedelta = timedelta(minutes=1), **f
 
 
 class FakeHost:
+    capabilities = Capabilities(delivery_batch=1, transactional=False, turn_outcomes=True)
+
     def __init__(self, answer):
         self.answer = answer
         self.asked: list[list[RunRef]] = []

@@ -1,0 +1,86 @@
+"""How a DSH turn ended, read from a session's log: the `turn/end` after an occurrence's message,
+its reason mapped to a run outcome (contract §10)."""
+
+from __future__ import annotations
+
+from .base import TurnEnd, clip
+
+# What DSH's turn/end reason kinds mean for a run (TurnEndReasonMap, @deepseek-ai/dsh-session
+# lib/types/types.d.ts in 0.1.0-rc.8; packages/core/session/src/types.ts upstream). The map is
+# merge-extensible: a kind not listed here is a failure naming the kind.
+_ABORT_CAUSES = {
+    "user": "a user cancelled it",
+    "parent": "its parent session cancelled it",
+    "disposed": "its agent was disposed",
+    "legacy": "cancelled; the cause was not recorded",
+}
+
+
+def _text(message: dict) -> str:
+    content = message.get("content") if isinstance(message.get("content"), list) else []
+    parts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
+    return "".join(part for part in parts if isinstance(part, str)).strip()
+
+
+def _final_text(turn: list[dict]) -> str:
+    """The turn's last assistant text (its `assistant/message` events), or ""."""
+    for event in reversed(turn):
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        if event.get("type") == "assistant/message" and isinstance(data.get("message"), dict):
+            if text := _text(data["message"]):
+                return clip(text)
+    return ""
+
+
+def map_turn_end(reason: object, turn: list[dict]) -> TurnEnd:
+    """A `turn/end` reason as a run outcome; `turn` holds the turn's events from the run's message on."""
+    reason = reason if isinstance(reason, dict) else {}
+    kind = reason.get("kind") if isinstance(reason.get("kind"), str) else ""
+    if kind == "completed":
+        return TurnEnd("succeeded", summary=_final_text(turn))
+    if kind == "error":
+        failure = reason.get("error") if isinstance(reason.get("error"), dict) else {}
+        code, message = str(failure.get("code") or "UNKNOWN"), str(failure.get("message") or "no message")
+        return TurnEnd("failed", error=clip(f"DSH ended the turn with an error ({code}): {message}"))
+    if kind == "aborted":  # session.cancel, a parent's or a hook's cancellation, a disposed agent
+        cause = reason.get("reason") if isinstance(reason.get("reason"), dict) else {}
+        cause_kind = str(cause.get("kind") or "")
+        if cause_kind == "hook":
+            why = f"a hook cancelled it: {cause.get('reason') or 'no reason given'}"
+        else:
+            why = _ABORT_CAUSES.get(cause_kind, f"cause {cause_kind or 'unknown'}")
+        return TurnEnd("cancelled", summary=_final_text(turn), error=clip(f"DSH aborted the turn ({why})."))
+    if kind == "interrupted":  # DSH stopped mid-turn; closed when the log was next loaded
+        return TurnEnd(
+            "cancelled",
+            summary=_final_text(turn),
+            error="DSH stopped during the turn (interrupted): the turn did not finish.",
+        )
+    if kind == "max-tokens":  # a step hit the output-token ceiling: a truncated, not a clean, stop
+        return TurnEnd(
+            "failed",
+            summary=_final_text(turn),
+            error="DSH ended the turn with max-tokens: a model answer reached its output-token limit and was cut short.",
+        )
+    if kind == "blocked":  # a pre-step decision (a hook) rejected the turn's step
+        return TurnEnd("failed", error="DSH blocked the turn: a hook rejected its step, so it did not run.")
+    return TurnEnd("failed", error=clip(f"DSH ended the turn with a reason dshloop does not know: {kind or 'none'!r}."))
+
+
+def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
+    """The outcome of the turn that handled the occurrence's message, from a session's log (oldest
+    first), or None: the message is not in the log, or its turn has not ended yet.
+
+    DSH writes a `user/message` inside the turn that handles it (a steered one at the running turn's
+    next step, a queued one at the start of a later turn), so that turn's end is the first `turn/end`
+    after it by seq. DSH does not deduplicate an rpcId: a repeated message counts from the first."""
+    start = None
+    for index, event in enumerate(events):
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        if start is None:
+            origin = data.get("source") if isinstance(data.get("source"), dict) else {}
+            if event.get("type") == "user/message" and origin.get("rpcId") == occurrence_key:
+                start = index
+        elif event.get("type") == "turn/end":
+            return map_turn_end(data.get("reason"), events[start:index])
+    return None

@@ -1,0 +1,89 @@
+"""DSH's HTTP API on the wire (../shared/DSH-HOST.md): every call is `POST /api/<method>` with a
+`client-request` envelope; the answer is HTTP 200 with `result.ok` true (a value) or false (an
+error with a `code`). DSH has no authentication: it answers only requests whose Host header is a
+loopback address (403 otherwise)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import httpx
+
+from .base import HostError
+
+# Error codes that retrying cannot change (DSH-HOST.md §4, §6, §8); any other is retried.
+PERMANENT_CODES = {
+    "bad-request",
+    "session-not-found",
+    "session-conflict",
+    "agent-preset-not-found",
+    "agent-preset-conflict",
+    "agent-preset-invalid",
+    "workspace-not-found",
+    "title-invalid",
+    "attachment-error",
+    "invalid-time-zone",
+}
+
+
+class DshError(HostError):
+    def __init__(self, message: str, *, code: str = "", transient: bool):
+        super().__init__(message, transient=transient)
+        self.code = code
+
+
+class DshClient:
+    """One DSH server's API: `call` a method, get its value or a DshError (transient or not)."""
+
+    def __init__(self, base_url: str, *, timeout: float):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._client: httpx.Client | None = None
+        self._pid = 0
+
+    @property
+    def client(self) -> httpx.Client:
+        # One pool per process: scheduler workers are forked, and a pool must not cross a fork.
+        if self._client is None or self._pid != os.getpid():
+            self._client = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+            self._pid = os.getpid()
+        return self._client
+
+    def call(self, method: str, payload: dict, *, rpc_id: str | None = None):
+        """One `POST /api/<method>`; returns the value, or raises DshError (transient or not)."""
+        body = {
+            "type": "client-request",
+            "rpcId": rpc_id or f"dshloop-{time.monotonic_ns()}",
+            "method": method,
+            "payload": payload,
+        }
+        try:
+            response = self.client.post(f"/api/{method}", json=body)
+        except httpx.TimeoutException as exc:
+            raise DshError(f"DSH did not answer {method} within {self.timeout:g} s.", transient=True) from exc
+        except httpx.HTTPError as exc:
+            raise DshError(f"DSH is unreachable at {self.base_url} ({method}): {exc}", transient=True) from exc
+        if response.status_code == 403:
+            raise DshError(
+                f"DSH refused {method} (403): it answers only requests whose Host header is a loopback address "
+                f"(127.0.0.1 or localhost); point DSHLOOP_DSH_URL at one, or start DSH with --trusted-host.",
+                transient=False,
+            )
+        if response.status_code != 200:
+            detail = response.text.strip()[:300] or response.reason_phrase
+            raise DshError(
+                f"DSH answered {response.status_code} to {method}: {detail}", transient=response.status_code >= 500
+            )
+        try:
+            result = response.json()["result"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DshError(f"DSH sent a malformed answer to {method}.", transient=True) from exc
+        if not isinstance(result, dict):
+            raise DshError(f"DSH sent a malformed answer to {method}.", transient=True)
+        if result.get("ok"):
+            return result.get("value")
+        error = result.get("error") if isinstance(result.get("error"), dict) else {}
+        code = str(error.get("code") or "unknown")
+        message = str(error.get("message") or "no message")
+        raise DshError(f"DSH {method} failed with {code}: {message}", code=code, transient=code not in PERMANENT_CODES)
