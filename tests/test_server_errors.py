@@ -21,7 +21,7 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 from django.test import Client
 
 import loops.api
-import panel.views
+import panel.views.loop_pages
 from core.errors import database_unavailable
 from monitoring import metrics
 from tests.conftest import ApiClient, captured_log, create_loop, error_of, every
@@ -188,14 +188,14 @@ def staff_client(db) -> Client:
 
 
 def test_a_panel_page_answers_a_plain_503_page_when_the_database_is_out_of_reach(monkeypatch, staff_client, loop):
-    monkeypatch.setattr(panel.views, "loop_get", failing(wrapped(psycopg.OperationalError("gone"))))
+    monkeypatch.setattr(panel.views.loop_pages, "loop_get", failing(wrapped(psycopg.OperationalError("gone"))))
     response = staff_client.get(f"/panel/loops/{loop.loop_id}/")
     assert response.status_code == 503 and response["Content-Type"].startswith("text/html")
     assert b"Service unavailable" in response.content and response["Retry-After"] == "5"
 
 
 def test_a_panel_bug_is_a_logged_counted_500_page(monkeypatch, caplog, staff_client, loop):
-    monkeypatch.setattr(panel.views, "loop_get", failing(RuntimeError("panel bug")))
+    monkeypatch.setattr(panel.views.loop_pages, "loop_get", failing(RuntimeError("panel bug")))
     before = metrics._unexpected_errors.value
     with captured_log(caplog, "dshloop.errors"):
         response = staff_client.get(f"/panel/loops/{loop.loop_id}/")
