@@ -199,7 +199,7 @@ class Dshloop(System):
 
     def wake(self):
         # Rows inserted behind the clock's back: loop_create would notify on commit (loops.services).
-        from loops.notify import notify_clocks
+        from core.notify import notify_clocks
 
         notify_clocks()
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 
-from loops.notify import TASKS_CHANNEL, Listener, can_listen, notify
+from core.notify import TASKS_CHANNEL, Listener, can_listen, notify
 
 logger = logging.getLogger("dshloop.broker")
 

@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
+from core.notify import CLOCK_CHANNEL, CLOCK_MAX_SLEEP, Listener, can_listen
 from loops.models import SchedulerHeartbeat
-from loops.notify import CLOCK_CHANNEL, CLOCK_MAX_SLEEP, Listener, can_listen
 from scheduler.claims import CLAIM_BATCH, claim_due, next_wakeup, recover_runs
 
 logger = logging.getLogger("dshloop.clock")

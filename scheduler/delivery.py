@@ -33,8 +33,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.bulk import update_rows
+from core.notify import CLOCK_MAX_SLEEP, notify_clocks
 from loops.models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, revision_prompts
-from loops.notify import CLOCK_MAX_SLEEP, notify_clocks
 from loops.runs import OPEN_STATUSES, free_rows, lease
 from monitoring.counters import Tally
 from scheduler.failures import after_failures, locked_loops, take_outcome

@@ -15,11 +15,11 @@ from core.errors import (
     UnknownPreset,
     UnknownSession,
 )
+from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState
-from loops.notify import notify_clocks
 from loops.schemas import LoopCreateIn
 from loops.selectors import active_loops_in_quota
 from sessions_app.hosts import get_host, global_session_id

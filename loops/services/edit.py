@@ -9,11 +9,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import LoopCompleted
+from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState
-from loops.notify import notify_clocks
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
 from loops.services.create import check_loop_quota, check_target, lock_quota_count

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.db import transaction
 
 from core.errors import InvalidInput, NotFailed, RunInFlight
+from core.notify import notify_clocks
 from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopRun, LoopState, RunStatus
-from loops.notify import notify_clocks
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
 from loops.services.locking import effective_now, has_open_run, locked_loop

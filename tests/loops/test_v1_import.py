@@ -12,10 +12,10 @@ import pytest
 import time_machine
 from django.core.management import CommandError, call_command
 
+from core.notify import notify_clocks
 from core.timeutil import from_ms, to_ms
 from loops import v1_import
 from loops.models import Loop, LoopRun
-from loops.notify import notify_clocks
 from scheduler.claims import claim_due
 from sessions_app.models import SessionHeader
 

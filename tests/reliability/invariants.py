@@ -25,8 +25,8 @@ from datetime import datetime, timedelta
 from django.db.models import Count
 from django.utils import timezone
 
+from core.notify import notify_clocks
 from loops.models import Loop, LoopRun, LoopState
-from loops.notify import notify_clocks
 from loops.runs import OPEN_STATUSES
 from loops.services.create import new_loop_id
 from sessions_app.models import InboxMessage

@@ -63,7 +63,7 @@ NOT_BEFORE_FORK = (
     "sessions_app.hosts.local",
     "psycopg",  # on SQLite (this test's database) no process needs PostgreSQL's driver at start-up
 )
-# Nor after the fork, on SQLite: only PostgreSQL's code paths import them (core.bulk, loops.notify).
+# Nor after the fork, on SQLite: only PostgreSQL's code paths import them (core.bulk, core.notify).
 NOT_ON_SQLITE = ("psycopg", "psycopg_binary", "psycopg_c")
 
 # `manage.py runloops` until its cluster would fork: then what the processes import afterwards

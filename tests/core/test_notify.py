@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from django.db import OperationalError
 
-from loops import notify
-from loops.notify import CLOCK_CHANNEL, Listener
+from core import notify
+from core.notify import CLOCK_CHANNEL, Listener
 from scheduler import broker, clock
 
 
