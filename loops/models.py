@@ -41,7 +41,7 @@ class Loop(models.Model):
     # The execution target: "self", "new" or an actual session ID (spec §2.1).
     session_id = models.CharField(max_length=255, db_index=True)
     preset = models.CharField(max_length=255, blank=True, help_text='Only for session_id "new".')
-    # Empty when there was no caller and no global interface to record (a panel loop; issue 12).
+    # Empty when there was no caller and no global interface to record (a panel loop).
     created_by_session_id = models.CharField(max_length=255, blank=True)
     created_at = models.DateTimeField()
     # The next deadline lives on the row. Null once the loop has no future occurrence.
@@ -63,8 +63,8 @@ class Loop(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     pause_reason = models.CharField(max_length=200, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
-    # Where the schedule's grid starts: creation, or the last edit of its schedule or target
-    # (issue 15: "recomputes next_at from the edit time"). Null: created_at.
+    # Where the schedule's grid starts: creation, or the last edit of its schedule or target (an
+    # edit recomputes next_at from the edit time). Null: created_at.
     schedule_from = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -76,7 +76,7 @@ class Loop(models.Model):
             models.Index(fields=["created_at"], name="loop_created_idx"),
             # loop_list and the panel's list (selectors._ordered): WHERE state <> 'completed' ORDER BY
             # next_at (NULLS LAST: PostgreSQL's ascending order), created_at, loop_id [LIMIT n]; each
-            # keyset page of selectors.loop_rows is a range scan on it (issue 17).
+            # keyset page of selectors.loop_rows is a range scan on it.
             models.Index(
                 fields=["next_at", "created_at", "loop_id"], condition=~Q(state="completed"), name="loop_list_idx"
             ),
@@ -349,7 +349,7 @@ class LoopEvent(models.Model):
 
 
 class MetricCounter(models.Model):
-    """A cumulative count for GET /metrics (issue 18): occurrences by result, missed ones, the
+    """A cumulative count for GET /metrics: occurrences by result, missed ones, the
     lateness histogram. Counted in the transactions that record the runs, so it never goes
     down when retention prunes them. Each name is spread over a few shards, summed when read:
     schedulers recording at the same time seldom wait for one another's row."""

@@ -163,8 +163,8 @@ _CHUNK = 1000
 def _no_cycle_collection() -> Iterator[None]:
     """Python's cycle collector paused (unless someone else paused it). A list's rows and views are
     a few hundred thousand short-lived objects and no reference cycle, all freed by reference
-    counting; while they lived, the collector's full passes over every object of the process took a
-    tenth of a 100,000-loop list's time (issue 17)."""
+    counting; while they live, the collector's full passes over every object of the process would
+    cost a large share of a long list's time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -185,7 +185,7 @@ def loop_list_json_of_chunks(
 ) -> bytes:
     """loop_list_json of the rows of `chunks`, in order (selectors.loop_row_chunks streams a whole
     list): each chunk's loop_views dicts encoded by pydantic-core (several times faster than the json
-    module) as soon as it comes, never validated one by one through the model (issue 17)."""
+    module) as soon as it comes, never validated one by one through the model."""
     with _no_cycle_collection():
         encoded = [to_json(loop_views(chunk, now=now))[1:-1] for chunk in chunks if chunk]
     cursor = b',"next_cursor":' + to_json(next_cursor) if next_cursor is not None else b""

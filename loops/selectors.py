@@ -57,8 +57,8 @@ def loop_list(*, scope: str, global_session_id: str | None = None) -> QuerySet[L
 # The instants of a list row (presenters.LoopListRow): integer microseconds since 2000-01-01 UTC,
 # PostgreSQL's own epoch. That is what PostgreSQL sends for a timestamptz in binary, so a long list
 # reads each instant as a plain 8-byte integer. Django's loader makes each timestamp a datetime in
-# Python, about 7 µs apiece (seconds for a list of 100,000 loops); EXTRACT(EPOCH …) to the Unix
-# epoch, numeric arithmetic sent as text, took PostgreSQL 40% longer over such a list (issue 17).
+# Python, microseconds apiece (seconds for a list of 100,000 loops); EXTRACT(EPOCH …) to the Unix
+# epoch is numeric arithmetic sent as text, which costs PostgreSQL more over such a list.
 ROW_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 
 
@@ -131,7 +131,7 @@ def _read_binary(connection, pg_connection, statement: tuple[str, Sequence], *, 
     DatabaseError (STYLE 18).
 
     With libpq 17 or later the rows are streamed (its chunked mode): the server reads and sends the
-    rest while the caller works on a chunk, instead of the two taking turns (issue 17). The
+    rest while the caller works on a chunk, instead of the two taking turns. The
     connection runs nothing else until the chunks are all read or the iterator is closed; closing it
     early cancels the statement and leaves the connection usable (psycopg)."""
     with connection.wrap_database_errors, psycopg.Cursor(pg_connection) as cursor:
@@ -151,8 +151,8 @@ def loop_rows(
 ) -> list[tuple]:
     """The rows of a list from loop_list or loops_targeting, in its order, as tuples of `columns`
     (fields that need no conversion: text, integers, and `<field>_us`, that instant in microseconds
-    since ROW_EPOCH): all of them, or at most `limit` after the position `after` (keyset paging,
-    issue 17: each page is an index range scan on loop_list_idx, however deep).
+    since ROW_EPOCH): all of them, or at most `limit` after the position `after` (keyset paging:
+    each page is an index range scan on loop_list_idx, however deep).
 
     Without `after` it is one statement, so the whole list is one consistent snapshot (a whole list
     that is only encoded reads faster through loop_row_chunks). After a position with a next_at, the
@@ -228,7 +228,7 @@ def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
 
 
 def active_loops_in_quota(*, target: str, created_by: str | None) -> int:
-    """How many active loops count against the quota a new loop for `target` would join (issue 12).
+    """How many active loops count against the quota a new loop for `target` would join.
 
     An actual session ID: the active loops whose target is that session. "new" and "self" name no
     session that could answer for them, so they are counted per creator: the active "new" and "self"

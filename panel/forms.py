@@ -147,7 +147,7 @@ class LoopCreateForm(forms.Form):
         self.fields["tz"].widget.attrs["data-browser-zone"] = ""  # panel.js: suggest the browser's zone
 
     def clean(self):
-        # issue 12: Django has already turned such bytes into U+FFFD (or Latin-1); refuse, don't store that.
+        # Django has already turned such bytes into U+FFFD (or Latin-1); refuse, don't store that.
         for name in self.undecodable:
             field = name if name in self.fields else None
             if field is not None:

@@ -9,7 +9,7 @@ interface) fails at once. every/cron loops keep their schedule either way.
 
 With the embedded host (transactional) a whole batch — the runs taken, target changes, messages
 and records — is one transaction, and the runs' row locks are their lease: a crash rolls the
-messages back with the records and leaves the runs free for the clock to re-drive (issue 17: no
+messages back with the records and leaves the runs free for the clock to re-drive (no
 separate lease-taking write). A remote host's deliveries are side effects made outside any
 transaction, so its runs are leased first (`lease_until`) and recorded only while the lease is
 still theirs; the inbox's occurrence-key idempotency absorbs a re-drive.
@@ -286,7 +286,7 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: 
         # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
         states = [] if manual else [When(kind=ScheduleKind.AFTER, then=Value(after_state))]
-        # A scheduled run that went well ends its loop's failure streak (issue 16).
+        # A scheduled run that went well ends its loop's failure streak.
         streak = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
         Loop.objects.filter(loop_id__in=loop_ids).update(
             last_run_at=now,

@@ -93,7 +93,7 @@ OUTCOME_POLL_LIMIT = 200  # runs asked about per poll
 def poll_outcomes_step() -> bool:
     """One poll of the host's turn outcomes (scheduler.outcome_watch); more remain after a full batch."""
     # Imported here: only a host that logs turn ends (dsh) runs this job, and the scheduler
-    # imports only what it runs (issue 17, memory).
+    # imports only what it runs (memory).
     from scheduler.outcome_watch import poll_outcomes
 
     return poll_outcomes(limit=OUTCOME_POLL_LIMIT) >= OUTCOME_POLL_LIMIT

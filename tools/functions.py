@@ -113,8 +113,8 @@ def loop_list(payload: LoopListIn, caller: str | None) -> Encoded:
     contract §3: the whole list, or pages of `limit` with `next_cursor` while more remain.
 
     The answer is LoopListOut encoded by loops.presenters.loop_list_json straight from database
-    rows, not a model per loop: at 100,000 loops building and validating those cost seconds (issue
-    17). A whole list is encoded a chunk at a time as the database streams it, so the two work at
+    rows, not a model per loop: at 100,000 loops building and validating those would cost seconds.
+    A whole list is encoded a chunk at a time as the database streams it, so the two work at
     once. tests/tools/test_loop_list_paging.py checks the encoding against the model.
     """
     caller = caller_session(caller)

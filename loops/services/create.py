@@ -63,7 +63,7 @@ def check_target(*, target: str, preset: str | None) -> None:
 
 def default_creator() -> str:
     """Who a loop made without a calling session records as its creator (contract §2): the global
-    interface session, or none ("", still a string in LoopView) when there is none (issue 12). At
+    interface session, or none ("", still a string in LoopView) when there is none. At
     delivery a `new` loop inherits from its creator, or from the profile default (spec §2.1)."""
     return global_session_id() or ""
 

@@ -58,7 +58,7 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
         # One run in flight per loop: with a run still open, the clock waits for it to finish.
         loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
         loop.next_at, loop.paused_at, loop.pause_reason = _next_after(loop, now), None, ""
-        # A fresh start: an operator who resumes an auto-paused loop has looked at it (issue 16).
+        # A fresh start: an operator who resumes an auto-paused loop has looked at it.
         loop.consecutive_failures = 0
         loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason", "consecutive_failures"])
         record_event(loop, EventKind.RESUMED, actor, at=now)
