@@ -1,4 +1,4 @@
-"""Writing many rows with one statement: the scheduler's hot path (issue 7, B1).
+"""Writing many rows with one statement: the scheduler's hot path.
 
 Django's bulk_update builds a CASE expression per field per row, and bulk_create prepares and
 quotes every value in Python: together they cost far more than the database's own work
@@ -50,7 +50,7 @@ def _prepared(columns: Sequence[models.Field], rows: Iterable[Sequence]) -> list
 
 class _Unnest:
     """The rows as a table `v` for one statement: a column whose value is the same in every row is
-    one scalar parameter, the others one array parameter each, all sent in binary (issue 17: psycopg
+    one scalar parameter, the others one array parameter each, all sent in binary (psycopg
     dumps array elements one by one in Python, and a batch's runs share most of their columns)."""
 
     def __init__(self, columns: Sequence[models.Field], rows: list[list]):
@@ -82,7 +82,7 @@ def _execute_unnest(sql: str, params: list) -> list[tuple]:
     It runs on Django's connection, so inside the caller's transaction, and its errors are Django's."""
     # PostgreSQL only, where Django's backend has imported psycopg already: imported here, so that on
     # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it (~11 MiB
-    # each, issue 17).
+    # each).
     import psycopg
 
     connection.ensure_connection()

@@ -1,4 +1,4 @@
-"""Drop the `…_like` indexes Django adds on PostgreSQL to every indexed text column (issue 17).
+"""Drop the `…_like` indexes Django adds on PostgreSQL to every indexed text column.
 
 Django gives each CharField that is a primary key, unique or db_index a second btree with
 `varchar_pattern_ops`, for `LIKE 'prefix%'` under a non-C collation. dshloop runs no such

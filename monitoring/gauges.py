@@ -1,4 +1,4 @@
-"""What GET /metrics and /api/health read at the moment they are asked (issue 18): the due
+"""What GET /metrics and /api/health read at the moment they are asked: the due
 backlog, the open runs, the loops set aside for an unreadable deadline, the loops by state and
 the schedulers, in one statement.
 

@@ -1,5 +1,5 @@
 """The rows the scheduler's hot path makes and reads: plain slotted objects, not model instances
-(issue 17, B1: building ~1,000 model instances a batch of 250, with every column of every row
+(building ~1,000 model instances a batch of 250, with every column of every row
 parsed, cost a quarter of the scheduler's CPU per occurrence)."""
 
 from __future__ import annotations

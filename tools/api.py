@@ -70,7 +70,7 @@ def loop_list(request, payload: LoopListIn):
     another list, or comes without `limit` is refused (422, field `cursor`).
     """
     # LoopListOut, already encoded (tools.functions.loop_list): at 100,000 loops, validating and
-    # serializing each through the model cost seconds (issue 17).
+    # serializing each through the model cost seconds.
     return encoded_response(functions.loop_list(payload, caller_of(request)))
 
 

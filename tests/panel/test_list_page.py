@@ -1,4 +1,4 @@
-"""The list page at 100,000 loops (issue 17, round two): it counts only as far as a page needs, and
+"""The list page at 100,000 loops: it counts only as far as a page needs, and
 builds each row's addresses and cut texts in Python once, showing exactly what it showed before."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The scheduler imports only what it runs (issue 17): its memory is counted in every process of its
+"""The scheduler imports only what it runs: its memory is counted in every process of its
 tree (a forked process carries all its parent's pages), and the API's stack (ninja, pydantic,
 httpx, mcp, uvicorn) and the admin once made `runloops` a third heavier than django-q2's qcluster.
 
