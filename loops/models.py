@@ -110,6 +110,9 @@ class Loop(models.Model):
             setattr(self, column, value)
 
 
+# The kinds whose schedule has a single occurrence, for queries that branch on it in SQL.
+ONE_SHOT_KINDS = tuple(schedule.kind for schedule in schedules.SCHEDULE_TYPES if schedule.one_shot)
+
 # The one mapping between a schedule and the columns that store it: everything else reads and
 # writes a loop's schedule through Loop.schedule, or reads these columns by this name.
 SCHEDULE_COLUMNS = ("kind", "every_seconds", "after_seconds", "cron_expr", "tz")

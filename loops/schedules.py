@@ -57,6 +57,7 @@ def _check_duration(name: str, value: object) -> None:
 class Every:
     every_seconds: int
     kind: ClassVar[str] = "every"
+    one_shot: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         _check_duration("every_seconds", self.every_seconds)
@@ -66,6 +67,8 @@ class Every:
 class After:
     after_seconds: int
     kind: ClassVar[str] = "after"
+    # One occurrence only: once delivered the loop is completed, once failed it waits for a retry.
+    one_shot: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         _check_duration("after_seconds", self.after_seconds)
@@ -76,9 +79,11 @@ class Cron:
     expr: str
     tz: str | None = None
     kind: ClassVar[str] = "cron"
+    one_shot: ClassVar[bool] = False
 
 
 Schedule = Every | After | Cron
+SCHEDULE_TYPES = (Every, After, Cron)
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,7 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
         loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
     )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
-    one_shot = isinstance(loop.schedule, schedules.After)
+    one_shot = loop.schedule.one_shot
     loop.next_at = None if one_shot else catch_up.next_at
     reason = _misfire(now - catch_up.deliver_at, settings.DSHLOOP_MISFIRE_GRACE_SECONDS, one_shot=one_shot)
     if reason is None:
@@ -188,7 +188,7 @@ def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, 
     for run in runs:
         log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
         tally.finished(RunStatus.SKIPPED)
-        if isinstance(loops[run.loop_id].schedule, schedules.After):
+        if loops[run.loop_id].schedule.one_shot:
             Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
 
 
@@ -210,7 +210,7 @@ def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally
         _insert([run])
         tally.finished(RunStatus.SKIPPED)
         loop = loops[run.loop_id]
-        state = LoopState.FAILED if isinstance(loop.schedule, schedules.After) else LoopState.SCHEDULED
+        state = LoopState.FAILED if loop.schedule.one_shot else LoopState.SCHEDULED
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=state, last_run_at=now, last_result="failed", last_error=message
         )

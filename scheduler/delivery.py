@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from core.bulk import update_rows
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
-from loops.models import Loop, LoopRun, LoopState, RunStatus, ScheduleKind, revision_prompts
+from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, revision_prompts
 from loops.runs import OPEN_STATUSES, free_rows, lease
 from monitoring.counters import Tally
 from scheduler.failures import after_failures, locked_loops, take_outcome
@@ -281,11 +281,11 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: 
     for outcome in finished:
         by_result[outcome.run.status, outcome.error, outcome.run.manual].append(outcome.run.loop_id)
     for (status, error, manual), loop_ids in by_result.items():
-        # spec §3: a delivered `after` loop is completed and leaves the active list; a failed one
+        # spec §3: a delivered one-shot (`after`) loop is completed and leaves the active list; a failed one
         # stays visible as failed. A manual run (run now) is not the loop's occurrence: it changes
         # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
-        states = [] if manual else [When(kind=ScheduleKind.AFTER, then=Value(after_state))]
+        states = [] if manual else [When(kind__in=ONE_SHOT_KINDS, then=Value(after_state))]
         # A scheduled run that went well ends its loop's failure streak.
         streak = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
         Loop.objects.filter(loop_id__in=loop_ids).update(
@@ -304,7 +304,7 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: 
     _apply_failure_policy([outcome.run for outcome in finished], now)
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
     if any(
-        loop.kind != ScheduleKind.AFTER and loop.next_at and loop.next_at < soon
+        loop.kind not in ONE_SHOT_KINDS and loop.next_at and loop.next_at < soon
         for loop in (loops.get(outcome.run.loop_id) for outcome in finished)
         if loop
     ):

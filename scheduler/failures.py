@@ -21,7 +21,7 @@ from django.conf import settings
 
 from loops import schedules
 from loops.events import SCHEDULER, record_event
-from loops.models import EventKind, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus, ScheduleKind
+from loops.models import EventKind, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus
 
 AUTO = "auto: "  # contract §9: the pause_reason of a pause the scheduler made
 _REASON_LENGTH = Loop._meta.get_field("pause_reason").max_length
@@ -52,7 +52,7 @@ def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> N
     loop.consecutive_failures = failures
     fields = ["consecutive_failures"]
     active = loop.state in (LoopState.SCHEDULED, LoopState.RUNNING)
-    if loop.kind != ScheduleKind.AFTER and active:
+    if not loop.schedule.one_shot and active:
         limit = settings.DSHLOOP_AUTO_PAUSE_AFTER
         if limit and failures >= limit:
             loop.state, loop.next_at, loop.paused_at = LoopState.PAUSED, None, now

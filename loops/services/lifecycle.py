@@ -24,7 +24,7 @@ OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for
 
 def _next_after(loop: Loop, now: datetime) -> datetime | None:
     """contract §9 resume: the first occurrence strictly after now; a one-shot already due fires now."""
-    if isinstance(loop.schedule, schedules.After):
+    if loop.schedule.one_shot:
         due = schedules.first_occurrence(loop.schedule, created_at=loop.anchor, host_tz=settings.TIME_ZONE)
         return now if due is None or due <= now else due
     return schedules.next_occurrence(loop.schedule, created_at=loop.anchor, after=now, host_tz=settings.TIME_ZONE)
