@@ -30,21 +30,30 @@ UPCOMING = 5
 PICKER_SESSIONS = 200
 
 
+def _form_options() -> dict:
+    """What the New loop and edit forms offer: the sessions (spec §8.2: from list_sessions), the
+    global interface session, and the presets."""
+    host = get_host()
+    sessions = host.list_sessions(limit=PICKER_SESSIONS)
+    presets = queries.preset_names(extra=[session.preset for session in sessions])
+    return {"sessions": sessions, "global_session": host.global_session(), "presets": presets}
+
+
+def _submitted(request) -> dict:
+    """A posted form's fields that were not UTF-8, and who submits it (the audit trail's actor)."""
+    return {"undecodable": utf8.undecodable_form(request), "actor": Actor.user(request.user)}
+
+
 @staff_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def create(request):
     now = timezone.now()
-    host = get_host()
     current = request.GET.get("session", "").strip()
     current = current if is_identifier(current) else ""
-    sessions = host.list_sessions(limit=PICKER_SESSIONS)  # spec §8.2: session selection from list_sessions
-    global_session = host.global_session()
-    presets = queries.preset_names(extra=[s.preset for s in sessions])
-    options = {"sessions": sessions, "current_session": current, "global_session": global_session, "presets": presets}
+    options = _form_options() | {"current_session": current}
+    global_session = options["global_session"]
     if request.method == "POST":
-        form = LoopCreateForm(
-            request.POST, undecodable=utf8.undecodable_form(request), actor=Actor.user(request.user), **options
-        )
+        form = LoopCreateForm(request.POST, **_submitted(request), **options)
         loop = form.save() if form.is_valid() else None
         if loop is not None:
             row = loop_row(
@@ -147,15 +156,10 @@ def edit(request, loop_id: str):
     except UnknownLoop:
         messages.error(request, gone(loop_id))
         return redirect(reverse("panel:index"))
-    host = get_host()
-    sessions = host.list_sessions(limit=PICKER_SESSIONS)
-    global_session = host.global_session()
-    presets = queries.preset_names(extra=[s.preset for s in sessions])
-    options = {"loop": loop, "sessions": sessions, "global_session": global_session, "presets": presets}
+    options = _form_options() | {"loop": loop}
+    global_session = options["global_session"]
     if request.method == "POST":
-        form = LoopEditForm(
-            request.POST, undecodable=utf8.undecodable_form(request), actor=Actor.user(request.user), **options
-        )
+        form = LoopEditForm(request.POST, **_submitted(request), **options)
         saved = form.save() if form.is_valid() else None
         if saved is not None:
             if saved.revision == loop.revision:
