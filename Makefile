@@ -53,7 +53,7 @@ test: $(TEST_STAMP)
 	$(PY) -m pytest --ds=tests.settings_postgres $(FAST) $(PYTEST_ARGS)
 	$(PY) -m pytest --ds=tests.settings_postgres $(SLOW) $(PYTEST_ARGS)
 
-# A real DeepSeek Harness host for DSHLOOP_HOST=dsh and the tests marked `dsh` (issue 14): Node 22,
+# A real DeepSeek Harness host for DSHLOOP_HOST=dsh and the tests marked `dsh`: Node 22,
 # pnpm and @deepseek-ai/dsh from the npm registry, into a cache outside the clone (~30 s, 534 MB).
 # Idempotent: a second run finds the install's stamp and does nothing. Another directory:
 # `make dsh DSHLOOP_DSH_DIR=...`, and export DSHLOOP_DSH_DIR for the tests too.
@@ -78,7 +78,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/lint-imports
 	scripts/build-dsh-plugin.sh "$(DSH_DIR)" lint
 
-# Benchmarks of issue 7 against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
+# Benchmarks against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
 # ~50 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.
 bench: $(RUN_STAMP)
 	$(PY) -m bench.run $(if $(QUICK),--quick) $(BENCH_ARGS)
@@ -86,7 +86,7 @@ bench: $(RUN_STAMP)
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis
 
-# docs/monitoring-dashboard.png (issue 18): docs/grafana-dashboard.json drawn from a real run of the
+# docs/monitoring-dashboard.png: docs/grafana-dashboard.json drawn from a real run of the
 # web server and a scheduler, with a crash and failures on a timeline (~5 min; needs matplotlib).
 DOCS_STAMP := $(VENV)/.installed-docs
 

@@ -1,14 +1,14 @@
-"""Writing many rows with one statement: the scheduler's hot path (issue 7, B1).
+"""Writing many rows with one statement: the scheduler's hot path.
 
 Django's bulk_update builds a CASE expression per field per row, and bulk_create prepares and
 quotes every value in Python: together they cost far more than the database's own work
-(measured: 2.5 s for 1,000 loops with bulk_update; 0.15 ms a row with bulk_create).
+(docs/BENCHMARKS.md measures the scheduler's writes).
 
 On PostgreSQL a whole batch is one statement over `unnest` of one array per column, bound on the
 server (Django's psycopg cursor binds on the client, quoting every value in Python); these
 statements bypass Django's query logging, but not its error translation: they run inside
 `connection.wrap_database_errors`, so a failure is Django's DatabaseError like any other (STYLE §18;
-a raw psycopg error once escaped the clock and ended the scheduler). On SQLite an executemany of
+a raw psycopg error would escape the clock and end the scheduler). On SQLite an executemany of
 one prepared statement is already cheap (no network round trips).
 """
 
@@ -50,7 +50,7 @@ def _prepared(columns: Sequence[models.Field], rows: Iterable[Sequence]) -> list
 
 class _Unnest:
     """The rows as a table `v` for one statement: a column whose value is the same in every row is
-    one scalar parameter, the others one array parameter each, all sent in binary (issue 17: psycopg
+    one scalar parameter, the others one array parameter each, all sent in binary (psycopg
     dumps array elements one by one in Python, and a batch's runs share most of their columns)."""
 
     def __init__(self, columns: Sequence[models.Field], rows: list[list]):
@@ -81,8 +81,8 @@ def _execute_unnest(sql: str, params: list) -> list[tuple]:
     """Run `sql` (with one _Unnest) bound on the server; returns what a RETURNING clause sent back.
     It runs on Django's connection, so inside the caller's transaction, and its errors are Django's."""
     # PostgreSQL only, where Django's backend has imported psycopg already: imported here, so that on
-    # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it (~11 MiB
-    # each, issue 17).
+    # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it: the
+    # driver weighs megabytes in each.
     import psycopg
 
     connection.ensure_connection()

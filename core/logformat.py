@@ -1,4 +1,4 @@
-"""`DSHLOOP_LOG_FORMAT=json` (issue 18): one JSON object per log line, for a log pipeline to search.
+"""`DSHLOOP_LOG_FORMAT=json`: one JSON object per log line, for a log pipeline to search.
 
 Every record becomes `{"time", "level", "logger", "message"}`, plus `"exception"` when it carries
 one; an occurrence's record (scheduler.occurrence_log) adds its `occurrence` fields as top-level keys.

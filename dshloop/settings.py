@@ -165,11 +165,11 @@ INSTALLED_APPS = [
     "panel",
     "dshloop",
 ]
-# manage.py sets DSHLOOP_SCHEDULER_PROCESS for `runloops` only (issue 17). The scheduler serves no
+# manage.py sets DSHLOOP_SCHEDULER_PROCESS for `runloops` only. The scheduler serves no
 # page or API call and touches no user, so it loads only the task queue and the domain apps (none
 # of whose models refers to the others). What the others import is memory in every one of its
 # processes (a fork inherits it, RSS counts it in each): the admin's autodiscovery alone imports
-# every admin.py and through them ninja, pydantic and httpx, ~19 MiB a process.
+# every admin.py and through them ninja, pydantic and httpx (docs/BENCHMARKS.md counts a process's memory).
 SCHEDULER_PROCESS = env_bool("DSHLOOP_SCHEDULER_PROCESS")
 if SCHEDULER_PROCESS:
     INSTALLED_APPS = ["django_q", "tokens", "sessions_app", "loops", "scheduler"]
@@ -298,7 +298,7 @@ DSH_GLOBAL_SESSION_ID = "dshloop-global"
 DSHLOOP_GLOBAL_SESSION_ID = env_str("DSHLOOP_GLOBAL_SESSION_ID", DSH_GLOBAL_SESSION_ID if DSHLOOP_HOST == "dsh" else "")
 DSHLOOP_DEFAULT_PRESET = env_str("DSHLOOP_DEFAULT_PRESET", "default")
 DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
-# Contract §3 quota_exceeded (issue 12): at most this many active loops per target session, and per
+# Contract §3 quota_exceeded: at most this many active loops per target session, and per
 # creating session for "new" and "self" loops (loops.services.check_loop_quota).
 DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION = env_int("DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION", 1000)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
@@ -306,7 +306,7 @@ DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION = env_int("DSHLOOP_MAX_ACTIVE_LOOPS_PER_SES
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.
 DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 45)
 
-# A run's whole life (issue 16, contract §10).
+# A run's whole life (contract §10).
 # Consecutive failures of a recurring loop delay its next claim by these (the last repeats), and
 # after DSHLOOP_AUTO_PAUSE_AFTER in a row pause it ("auto: <error>"); 0 never pauses.
 DSHLOOP_FAILURE_BACKOFF_SECONDS = env_int_list("DSHLOOP_FAILURE_BACKOFF_SECONDS", [30, 60, 300, 900, 3600])
@@ -342,7 +342,7 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 
-# Issue 18: "human" lines for a terminal (the default), or "json": one object per line for a log
+# "human" lines for a terminal (the default), or "json": one object per line for a log
 # pipeline, an occurrence's line with its loop_id, run_id, outcome … as keys (core/logformat.py).
 # The one console handler uses it, so django-q2's lines are in the same format as ours.
 DSHLOOP_LOG_FORMAT = env_choice("DSHLOOP_LOG_FORMAT", "human", {"human", "json"})
@@ -367,12 +367,12 @@ LOGGING = {
         # An exception Django caught (one raised outside any view, or in a view under DEBUG) is
         # logged here with its traceback. Django's own configuration sends this logger to the
         # console only under DEBUG and otherwise to mail_admins, which without ADMINS sends nothing:
-        # so with DJANGO_DEBUG unset, no 500 used to leave a line in the log.
+        # so with DJANGO_DEBUG unset a 500 would leave no line in the log without this entry.
         "django.request": {"handlers": ["console_uncaught"], "level": "ERROR", "propagate": False},
         # The MCP SDK's own errors (a crashed request inside its transport), in the same format.
         "mcp": {"handlers": ["console"], "level": "WARNING", "propagate": False},
-        # django-q2 logs as "django-q" (django_q/conf.py): under "django_q" this named no logger, and
-        # django-q2 added its own handler at INFO, two lines per task in its own format.
+        # django-q2 logs as "django-q" (django_q/conf.py), not "django_q"; without this entry django-q2
+        # adds its own handler at INFO, two lines per task in its own format.
         "django-q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

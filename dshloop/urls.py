@@ -10,7 +10,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("panel/", include("panel.urls")),  # contract §8
-    path("metrics", metrics_view, name="metrics"),  # issue 18: Prometheus, scope manage
+    path("metrics", metrics_view, name="metrics"),  # Prometheus, scope manage
     path("", RedirectView.as_view(pattern_name="panel:index", permanent=False)),
 ]
 

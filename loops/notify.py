@@ -61,8 +61,8 @@ class Listener:
 
     def _connect(self):
         # PostgreSQL only, where Django has imported psycopg already. Imported here, SQLite's
-        # scheduler keeps it (~11 MiB) out of its cluster's processes, which import this module
-        # with the broker (issue 17).
+        # scheduler keeps the driver's megabytes out of its cluster's processes, which import this
+        # module with the broker.
         import psycopg
 
         params = {
@@ -108,7 +108,7 @@ class Listener:
         try:
             conn = self.conn
             # Wait on the socket ourselves: psycopg's notifies(timeout=…) wakes every 0.1 s to
-            # check its timeout, a measurable CPU cost for an idle scheduler (issue 7, B3).
+            # check its timeout, a CPU cost for an idle scheduler (docs/BENCHMARKS.md measures it).
             readable, _, _ = select.select([conn.fileno()], [], [], timeout)
             if not readable:
                 return False

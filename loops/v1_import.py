@@ -217,7 +217,7 @@ def _import_each(records: list, *, now: datetime, dry_run: bool) -> Iterator[Rec
             # spec §10 mapping: {prompt, time_in_seconds} -> an every loop targeting the record's
             # session, which is also its creator (the v1 loop was that session's own loop). A v1 grid
             # that started at created_at continues: one catch-up if points are due, no replay. The
-            # quota holds here too (issue 12); the import is idempotent, so after raising the
+            # quota holds here too; the import is idempotent, so after raising the
             # setting, importing again adds the rest.
             loop = services.loop_create(
                 prompt=parsed.prompt,

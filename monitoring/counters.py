@@ -1,4 +1,4 @@
-"""The cumulative counts behind GET /metrics (issue 18): occurrences by result, missed
+"""The cumulative counts behind GET /metrics: occurrences by result, missed
 occurrences, and the delivery lateness histogram.
 
 They are added to in the transactions that record the runs, once per batch, so they commit with

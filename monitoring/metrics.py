@@ -1,4 +1,4 @@
-"""GET /metrics (issue 18): the Prometheus text format, scope `manage`.
+"""GET /metrics: the Prometheus text format, scope `manage`.
 
 Every number but one comes from the shared database, so any web process answers for every
 scheduler on every machine: the cumulative counters (monitoring.counters) that the schedulers add to as

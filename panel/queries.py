@@ -102,8 +102,8 @@ def panel_loops(filters: Filters, *, now: datetime) -> QuerySet[Loop]:
 
 
 class CappedPaginator(Paginator):
-    """Django's Paginator over a list it counts only as far as a page needs (issue 17): an exact
-    COUNT over 100,000 loops took 20 to 30 ms of every first page's 60.
+    """Django's Paginator over a list it counts only as far as a page needs: an exact COUNT over a
+    large registry is a big share of every first page's time (docs/BENCHMARKS-LISTS.md).
 
     `count` stops at `limit` rows: `at_least` times the first power of ten that reaches the end of
     the page asked for, plus one, so whether another page follows is known. `exact` says whether
@@ -151,11 +151,11 @@ def session_titles(session_ids) -> dict[str, str | None]:
 
 
 # The targets in ID order, one probe of the session_id index each (a loose index scan): each finds
-# the first active loop's target after the last one found. A DISTINCT over every loop read all of
-# them: 33 ms at 100,000 loops against 3 ms (issue 17). With each, what its title folds from (spec
-# §7), in the same statement: asking for 200 titles by ID afterwards took 3 ms more. Raw SQL
-# (STYLE 18): the ORM has no recursive query. `n` bounds the walk: "self" and "new" take a step
-# each but are not shown.
+# the first active loop's target after the last one found. A DISTINCT over every loop would read all
+# of them, a cost that grows with the table (docs/BENCHMARKS-LISTS.md). With each, what its title
+# folds from (spec §7), in the same statement: asking for the titles by ID afterwards would cost
+# another query. Raw SQL (STYLE 18): the ORM has no recursive query. `n` bounds the walk: "self" and
+# "new" take a step each but are not shown.
 _TARGET_SESSIONS_SQL = """
 WITH RECURSIVE targets(session_id, n) AS (
     SELECT (SELECT session_id FROM {loops} WHERE NOT state = %s ORDER BY session_id LIMIT 1), 1

@@ -22,7 +22,7 @@ from loops.presenters import loop_state
 class _ReadByName:
     """Fields a template reads as a dictionary lookup, the first its variables try: for an object
     without __getitem__, Django raises and catches a TypeError on every attribute before it falls
-    back to getattr, a fifth of the time a page of 50 rows took to render (issue 17)."""
+    back to getattr, a sizeable share of a page's render time (docs/BENCHMARKS-LISTS.md)."""
 
     def __getitem__(self, name: str):
         try:
@@ -92,7 +92,7 @@ _PATH_SAFE = RFC3986_SUBDELIMS + "/~:@"
 
 def loop_urls_maker() -> Callable[[str], LoopUrls]:
     """loop_urls for a page of rows: reverse() once, then each loop's ID quoted into its place as
-    reverse() quotes it. A reverse() takes 30 µs, and the row templates made seven a row (issue 17);
+    reverse() quotes it. A reverse() is costly, and the row templates would make seven a row;
     tests/panel/test_list_page.py checks the two agree."""
     before, after = reverse("panel:detail", args=[_ANY_ID]).split(_ANY_ID)
 
@@ -150,11 +150,11 @@ class LoopRow(_ReadByName):
     pause_reason: str
     consecutive_failures: int
 
-    # Which controls a row offers (issue 15). The operations decide what is allowed; these only
+    # Which controls a row offers. The operations decide what is allowed; these only
     # leave out buttons that could not do anything: pause a paused loop, retry one that has not failed.
     @property
     def pause_words(self) -> str:
-        """contract §9 pause_reason for people: "operator", or "auto: <reason>" (#13)."""
+        """contract §9 pause_reason for people: "operator", or "auto: <reason>"."""
         if self.pause_reason.startswith("auto:"):
             return f"automatically: {self.pause_reason.removeprefix('auto:').strip()}"
         return "by an operator" if self.pause_reason in ("", "operator") else self.pause_reason

@@ -9,7 +9,7 @@ urlpatterns = [
     path("new", views.create, name="create"),
     path("loops/<str:loop_id>/", views.detail, name="detail"),
     path("loops/<str:loop_id>/delete", views.delete, name="delete"),
-    # contract §9 as forms (issue 15): pause/resume are POST only; run now, retry and edit ask or show first.
+    # contract §9 as forms: pause/resume are POST only; run now, retry and edit ask or show first.
     path("loops/<str:loop_id>/edit", views.edit, name="edit"),
     path("loops/<str:loop_id>/pause", views.pause, name="pause"),
     path("loops/<str:loop_id>/resume", views.resume, name="resume"),

@@ -1,4 +1,4 @@
-"""Which query or form fields were not valid UTF-8 as sent (issue 12: "Invalid UTF-8 becomes U+FFFD").
+"""Which query or form fields were not valid UTF-8 as sent, so none becomes U+FFFD.
 
 Django decodes a query string or a form body leniently: `%FF` becomes U+FFFD, raw non-UTF-8 bytes
 are read as Latin-1, and nothing tells the view. The panel must not turn either into a prompt or a

@@ -1,4 +1,4 @@
-"""Failing loops back off, and pause themselves (issue 16, contract §10).
+"""Failing loops back off, and pause themselves (contract §10).
 
 A recurring loop whose occurrences keep failing (a failed delivery, or a turn its host reports
 failed) must neither hammer a broken target on its own schedule nor fail forever unseen. After

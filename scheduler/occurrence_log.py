@@ -1,4 +1,4 @@
-"""One log line per occurrence (issue 18): the human text, and the same facts as fields.
+"""One log line per occurrence: the human text, and the same facts as fields.
 
 Every line says `loop=… scheduled=… outcome=…`; the record also carries them as `occurrence`
 (a dict), which `DSHLOOP_LOG_FORMAT=json` writes as top-level keys, so a log pipeline can search

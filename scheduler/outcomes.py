@@ -1,4 +1,4 @@
-"""How the turn a delivery started ended (issue 16, contract §10).
+"""How the turn a delivery started ended (contract §10).
 
 "Delivered" only means the message reached the inbox. The host reports the turn's end — through
 `POST /api/host/runs/{run_id}/outcome`, or (the `dsh` host) read from DSH's own session log by

@@ -1,6 +1,6 @@
 """The rows the scheduler's hot path makes and reads: plain slotted objects, not model instances
-(issue 17, B1: building ~1,000 model instances a batch of 250, with every column of every row
-parsed, cost a quarter of the scheduler's CPU per occurrence)."""
+(building model instances for a whole batch, with every column of every row parsed, costs a large
+share of the scheduler's CPU per occurrence; docs/BENCHMARKS.md measures the hot path)."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target
 
 def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
     # The target the run was claimed with: an edit while it is in flight applies to later runs
-    # (issue 15: a run in flight finishes with its old revision).
+    # (a run in flight finishes with its old revision).
     target = run.target or loop.session_id
     if target == "new":
         if run.target_session_id:  # made on an earlier attempt of this occurrence

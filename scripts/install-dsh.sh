@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install-dsh.sh DSH_DIR — install a real DeepSeek Harness (DSH) host for dshloop's `dsh` adapter
-# and its tests (issue 14), following ../shared/DSH-HOST.md §1.
+# and its tests, following ../shared/DSH-HOST.md §1.
 #
 # Installs, all from the npm registry and all inside DSH_DIR (nothing is written outside it):
 #   tools/   Node 22 and pnpm as ordinary npm packages (the system Node 20 cannot boot DSH)

@@ -38,7 +38,7 @@ def session_get(session_id: str) -> SessionInfo | None:
 
 def sessions_get(session_ids: set[str]) -> dict[str, SessionInfo]:
     """A delivery batch's sessions (scheduler.targets.BatchView): read as rows, not model instances,
-    because the scheduler's hot path reads one per occurrence (issue 17)."""
+    because the scheduler's hot path reads one per occurrence."""
     rows = SessionHeader.objects.filter(session_id__in=session_ids).values_list(*_INFO_COLUMNS)
     return {row[0]: _info(*row) for row in rows}
 

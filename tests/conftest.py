@@ -275,7 +275,7 @@ def manage_api(manage_token) -> ApiClient:
 
 @pytest.fixture
 def alive_scheduler(db):
-    """A scheduler's heartbeat that just ticked: /api/health answers 200 (issue 18: 503 without one)."""
+    """A scheduler's heartbeat that just ticked: /api/health answers 200 (503 without one)."""
     from loops.models import SchedulerHeartbeat
 
     now = timezone.now()

@@ -1,4 +1,4 @@
-"""A real DeepSeek Harness (DSH) host for tests of the `dsh` adapter (issue 14).
+"""A real DeepSeek Harness (DSH) host for tests of the `dsh` adapter.
 
 scripts/install-dsh.sh installs DSH into a cache directory (DSHLOOP_DSH_DIR, default
 /var/cache/dshloop/dsh-<version>); `.ci/run` and `make dsh` run it. DshHost starts one real `dsh web`

@@ -1,5 +1,5 @@
 """`manage.py bootstrap` (run by `make run`): on the embedded host a fresh install gets its global
-interface session, so `self` and the panel work from the first start (issue 12, defect 4)."""
+interface session, so `self` and the panel work from the first start."""
 
 from __future__ import annotations
 

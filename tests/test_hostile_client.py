@@ -1,4 +1,4 @@
-"""A hostile client against the real server (issue 12): what only a real socket can send.
+"""A hostile client against the real server: what only a real socket can send.
 
 The Django test client hands Django text, never the bytes a server reads: it cannot send a chunked
 body, raw UTF-8 or undecodable header bytes, a header twice, or a path whose percent-escapes are not
@@ -287,7 +287,7 @@ def test_head_health_is_a_status_without_a_body(server):
         while chunk := sock.recv(65536):
             received += chunk
     head, _, rest = received.partition(b"\r\n\r\n")
-    # No scheduler runs beside this server: the verdict is 503, with no body all the same (issue 18).
+    # No scheduler runs beside this server: the verdict is 503, with no body all the same.
     assert head.startswith(b"HTTP/1.1 503 "), received
     assert b"content-type: application/json" in head.lower()
     assert rest == b""

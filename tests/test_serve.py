@@ -1,4 +1,4 @@
-"""issue 12 defect 3: `manage.py serve` (what `make run` runs) keeps its scheduler alive, and the
+"""`manage.py serve` (what `make run` runs) keeps its scheduler alive, and the
 scheduler never outlives serve. Real processes and real time, on the test database."""
 
 from __future__ import annotations

@@ -69,8 +69,8 @@ def loop_list(request, payload: LoopListIn):
     for one consistent snapshot, list without `limit`. A cursor that was changed, belongs to
     another list, or comes without `limit` is refused (422, field `cursor`).
     """
-    # LoopListOut, already encoded (tools.functions.loop_list): at 100,000 loops, validating and
-    # serializing each through the model cost seconds (issue 17).
+    # LoopListOut, already encoded (tools.functions.loop_list): over a large registry, validating and
+    # serializing each loop through the model would cost seconds.
     return encoded_response(functions.loop_list(payload, caller_of(request)))
 
 

@@ -1,5 +1,5 @@
 """core.bulk: one statement for many rows, on both engines. On PostgreSQL a column with one value
-in every row is bound once (issue 17); the rows written must not show it."""
+in every row is bound once; the rows written must not show it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DSHLOOP_LOG_FORMAT (issue 18): the JSON formatter record by record, and the settings that pick it
+"""DSHLOOP_LOG_FORMAT: the JSON formatter record by record, and the settings that pick it
 (read in a child process per case, as tests/test_settings.py does)."""
 
 from __future__ import annotations

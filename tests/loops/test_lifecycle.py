@@ -1,4 +1,4 @@
-"""A run's whole life (issue 16, contract §10): turn outcomes reported by the host, failure backoff
+"""A run's whole life (contract §10): turn outcomes reported by the host, failure backoff
 and auto-pause. The scheduler's side is driven with claim_due and deliver_runs under a frozen
 clock; the target "breaks" by disappearing from the embedded host."""
 

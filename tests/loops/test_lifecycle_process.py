@@ -1,4 +1,4 @@
-"""Failure backoff and auto-pause end to end (issue 16): a real `runloops` delivering a loop aimed at a
+"""Failure backoff and auto-pause end to end: a real `runloops` delivering a loop aimed at a
 session deleted from the host, real time (backoff steps shortened through the environment)."""
 
 from __future__ import annotations

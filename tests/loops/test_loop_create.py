@@ -17,7 +17,7 @@ NOW_MS = 1748858400123
 EVERY_10 = {"kind": "every", "every_seconds": 10}
 LOOP_VIEW_KEYS = {"loop_id", "prompt", "schedule", "session_id", "created_by_session_id", "created_at", "state"}
 
-# The acceptance set runs against both hosts (issue 4).
+# The acceptance set runs against both hosts.
 pytestmark = pytest.mark.both_hosts
 
 
@@ -226,7 +226,7 @@ def test_no_caller_header_records_the_global_interface_as_creator(api, global_se
 
 def test_no_caller_header_and_no_global_interface_records_no_creator(api, make_session):
     # contract §2: the header is required only where the spec says "the current session"; a named
-    # target needs none. With no global interface either, the creator is recorded as none (issue 12).
+    # target needs none. With no global interface either, the creator is recorded as none.
     make_session("ses_other")
     response = api.as_session(None).tool(
         "loop_create", {"prompt": "x", "schedule": EVERY_10, "session_id": "ses_other"}

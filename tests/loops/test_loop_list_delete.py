@@ -11,7 +11,7 @@ from tests.conftest import T0, error_of, every
 T0_MS = 1748858400000
 MAX_SAFE = 2**53 - 1
 
-# The acceptance set runs against both hosts (issue 4).
+# The acceptance set runs against both hosts.
 pytestmark = pytest.mark.both_hosts
 
 

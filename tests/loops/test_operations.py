@@ -1,4 +1,4 @@
-"""Operating loops (issue 15, contract §9) through the operator REST API (scope manage): pause and
+"""Operating loops (contract §9) through the operator REST API (scope manage): pause and
 resume, run now, edit with revisions, retry, and the audit trail. The scheduler's side is driven
 with claim_due and deliver_runs under a frozen clock."""
 

@@ -1,4 +1,4 @@
-"""DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION (issue 12, contract §3 409 quota_exceeded): counted per target
+"""DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION (contract §3 409 quota_exceeded): counted per target
 session, and per creator for "new" and "self" loops together; "active" is what the active list shows."""
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def test_the_panel_shows_the_quota_message(api, sessions, staff_client):
 
 
 def test_panel_new_loops_without_a_global_interface_share_one_count(api, make_session, staff_client):
-    # No global interface: the panel records no creator (issue 12 item 4), and those loops are counted together.
+    # No global interface: the panel records no creator, and those loops are counted together.
     make_session("ses_other", status="idle")
     for _ in range(LIMIT):
         assert panel_create(staff_client, target="new").status_code == 302

@@ -16,7 +16,7 @@ import time_machine
 
 from tests.conftest import error_of
 
-# The acceptance set runs against both hosts (issue 4).
+# The acceptance set runs against both hosts.
 pytestmark = pytest.mark.both_hosts
 
 

@@ -1,4 +1,4 @@
-"""`manage.py import_v1_loops` (spec §10, contract §7, issue 6): validation of every record, the
+"""`manage.py import_v1_loops` (spec §10, contract §7): validation of every record, the
 per-record report, idempotence across imports and overlapping exports, --dry-run, and the v1 grid
 continued from created_at with the anti-burst rule (spec §3)."""
 

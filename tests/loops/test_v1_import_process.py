@@ -1,4 +1,4 @@
-"""issue 6: an imported v1 loop fires through a real `runloops` process like any other loop."""
+"""An imported v1 loop fires through a real `runloops` process like any other loop."""
 
 from __future__ import annotations
 

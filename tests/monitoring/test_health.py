@@ -1,4 +1,4 @@
-"""GET|HEAD /api/health (contract §4, §12; issue 18): the status code is the verdict, the body says why.
+"""GET|HEAD /api/health (contract §4, §12): the status code is the verdict, the body says why.
 
 Time is frozen with time-machine; schedulers are heartbeat rows made directly (what a running
 `runloops` keeps fresh). The database going away is a patched cursor here (a dead server cannot be

@@ -1,4 +1,4 @@
-"""GET /metrics (issue 18): the Prometheus text format, parsed with prometheus_client's own parser.
+"""GET /metrics: the Prometheus text format, parsed with prometheus_client's own parser.
 
 The scheduler's steps run in-process here under a frozen clock (claim_due, deliver_runs), against
 the embedded host; tests/monitoring/test_metrics_process.py scrapes after a real `runloops`.

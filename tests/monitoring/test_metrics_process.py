@@ -1,4 +1,4 @@
-"""GET /metrics after real `runloops` deliveries and failures (issue 18), on both engines: two
+"""GET /metrics after real `runloops` deliveries and failures, on both engines: two
 schedulers deliver and fail occurrences, are stopped (a backlog builds up and is folded on
 restart), and every series is checked against the run history the schedulers wrote."""
 
@@ -27,7 +27,7 @@ OCCURRENCES = 'dshloop_occurrences_total{{result="{}"}}'
 
 @pytest.fixture
 def schedulers(tmp_path, host):
-    # A failing loop keeps failing every second: a short backoff and no auto-pause (issue 16).
+    # A failing loop keeps failing every second: a short backoff and no auto-pause.
     running = Schedulers(
         tmp_path, **host.scheduler_env(), DSHLOOP_FAILURE_BACKOFF_SECONDS="1", DSHLOOP_AUTO_PAUSE_AFTER="0"
     )

@@ -1,4 +1,4 @@
-"""The panel and bytes that are not UTF-8, and HEAD (issue 12, "Bad input and abuse").
+"""The panel and bytes that are not UTF-8, and HEAD.
 
 Django decodes query strings and form bodies leniently (U+FFFD for `%FF`, Latin-1 for raw bytes);
 the panel must refuse such input, not store it as a prompt or read it as a session ID.

@@ -247,7 +247,7 @@ def seed_for_pictures():
             fallback="profile default preset (global interface had none)" if days == 3 else "",
         )
     Loop.objects.filter(loop_id=standup.loop_id).update(last_run_at=past_runs[0], last_result="delivered")
-    # issue 15: a name and a new prompt (revision 2) two days ago, so the runs since then record
+    # Operator edits: a name and a new prompt (revision 2) two days ago, so the runs since then record
     # revision 2; a Run now at that revision; and a paused loop.
     ada = Actor(ActorKind.USER, "ada")
     LoopEvent.objects.filter(loop_id=standup.loop_id).update(at=now - timedelta(days=8))

@@ -153,7 +153,7 @@ def test_self_without_a_global_interface_is_refused_with_the_contracts_message(s
     response = create(staff_client, target="self")
     assert response.status_code == 422
     assert field_errors(response, "target")[0].startswith("The global interface session is unavailable")
-    # Other targets are created, with no creator recorded (issue 12): tests/panel/test_no_global_interface.py.
+    # Other targets are created, with no creator recorded: tests/panel/test_no_global_interface.py.
     assert create(staff_client, target="session", session="ses_a").status_code == 302
 
 

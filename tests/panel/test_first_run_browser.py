@@ -1,4 +1,4 @@
-"""Acceptance for issue 12, defect 4 ("A fresh install cannot create a loop from the panel"): from an
+"""A fresh install can create a loop from the panel, end to end: from an
 empty database, `manage.py bootstrap` as `make run` runs it, a real `runloops`, and a person in
 Chromium who signs in with the printed admin password, creates a `new` loop and an existing-session
 loop through the New loop form, and sees both fire."""
@@ -28,7 +28,7 @@ FIRE_TIMEOUT = 30  # the loops are due 2 s after they are made; the rest is a lo
 
 @pytest.fixture
 def scheduler_pool(tmp_path):
-    # DJANGO_SECRET_KEY: a non-SQLite DATABASE_URL needs one in the child (issue 12, defect 7).
+    # DJANGO_SECRET_KEY: a non-SQLite DATABASE_URL needs one in the child.
     pool = Schedulers(tmp_path, DSHLOOP_HOST="local", DJANGO_SECRET_KEY=settings.SECRET_KEY)
     yield pool
     pool.close()

@@ -1,4 +1,4 @@
-"""The run lifecycle in the panel (issue 16): how a turn ended and its summary, on the run history
+"""The run lifecycle in the panel: how a turn ended and its summary, on the run history
 and the loop's row; why a loop was paused automatically, with Resume offered."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The panel without a global interface session (issue 12, defect 4): `new` and existing-session loops
+"""The panel without a global interface session: `new` and existing-session loops
 are still created, with no creator recorded, and a `new` loop's run inherits the profile default and
 says so (spec §2.1); only `self` is refused (contract §3 target_unavailable)."""
 

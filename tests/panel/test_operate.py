@@ -1,4 +1,4 @@
-"""Operating loops from the panel and the admin (contract §9, issue 15): pause and resume, run now,
+"""Operating loops from the panel and the admin (contract §9): pause and resume, run now,
 retry and edit, each through loops.operations with the signed-in staff user as the actor, each a
 CSRF-protected POST that goes back with a message; a refusal (409) is a message, never an error page."""
 

@@ -1,4 +1,4 @@
-"""Acceptance for issue 15 in the panel: on one loop, in headless Chromium, with a real `runloops`
+"""Operating a loop in the panel, end to end: on one loop, in headless Chromium, with a real `runloops`
 delivering, pause -> run now -> edit (prompt and name) -> resume, checking the loop's page after each
 step: its state, its audit trail, and the manual run with the revision it executed."""
 

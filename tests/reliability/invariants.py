@@ -1,4 +1,4 @@
-"""The invariants every fault-injection scenario ends with (issue 7; spec §3, §5; docs/tools-and-api.md "Semantics").
+"""The invariants every fault-injection scenario ends with (spec §3, §5; docs/tools-and-api.md "Semantics").
 
 After any mix of racing schedulers, kill -9 and database restarts, for the loops of a scenario:
 
@@ -173,7 +173,7 @@ def delivered_per_scheduler(outputs: list[str]) -> list[Counter]:
     return [Counter(match.groups() for match in line.finditer(output)) for output in outputs]
 
 
-# -- issue 15: operators racing the schedulers (test_operate_race.py) -------------------------------
+# -- operators racing the schedulers (test_operate_race.py) ----------------------------------------
 
 
 def open_run_overlaps(loop_ids: list[str]) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""Fuzzing the HTTP API from its own OpenAPI document (issue 7): schemathesis generates valid and
+"""Fuzzing the HTTP API from its own OpenAPI document: schemathesis generates valid and
 invalid requests for every operation of `/api/openapi.json` and sends them in-process, through
 Django's WSGI application, to the test database.
 
@@ -64,7 +64,7 @@ def in_process_wsgi(db):
 @pytest.fixture
 def fuzz_headers(in_process_wsgi, alive_scheduler) -> dict[str, str]:
     """A token with both scopes, and a caller session the host knows (contract §2). A scheduler is
-    alive: /api/health's 503 (none alive, issue 18) is its verdict, not a server error."""
+    alive: /api/health's 503 (none alive) is its verdict, not a server error."""
     session_upsert(session_id="ses_caller", changes={"status": "running", "preset": "coder", "model": "m1"})
     session_upsert(session_id="ses_global", changes={"global_interface": True, "preset": "interface"})
     preset_upsert(name="coder", mountable=True)

@@ -1,4 +1,4 @@
-"""Contract gaps the reliability suite's fuzzer found (issue 7), kept as regression tests: a 405
+"""Contract points the API fuzzer (test_api_fuzz.py) probes at random, pinned as plain tests: a 405
 carries the error body, and a prompt the delivered XML cannot carry is refused."""
 
 from __future__ import annotations

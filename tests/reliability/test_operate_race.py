@@ -1,4 +1,4 @@
-"""Operators racing the schedulers (issue 15 acceptance, contract §9), on PostgreSQL with real processes.
+"""Operators racing the schedulers (contract §9), on PostgreSQL with real processes.
 
 200 loops every second, two `runloops` processes, and client threads that for DSHLOOP_TEST_RACE_SECONDS
 (60 s unless shortened locally) pause, resume, edit (prompt, schedule, target), run now and, rarely,
@@ -277,9 +277,9 @@ class Monitor(threading.Thread):
 
 
 def test_operators_racing_two_schedulers_for_a_minute(schedulers, make_session):
-    """issue 15 acceptance: pause, edit, resume and run now at random against two schedulers."""
+    """Pause, edit, resume and run now at random against two schedulers."""
     if connection.vendor == "sqlite":
-        pytest.skip("issue 15: 'Prove it on PostgreSQL' — SQLite serializes every writer, so nothing races there")
+        pytest.skip("PostgreSQL only — SQLite serializes every writer, so nothing races there")
     for session in SESSIONS:
         make_session(session, status="idle")
     token = token_create(name=TOKEN_NAME, scopes=["manage", "tools"])[1]

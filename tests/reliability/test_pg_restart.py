@@ -1,4 +1,4 @@
-"""PostgreSQL restarted under running schedulers (issue 7), on a private throwaway cluster.
+"""PostgreSQL restarted under running schedulers, on a private throwaway cluster.
 
 The machine's PostgreSQL server is shared (by the rest of the suite and by other runs), so this
 test never touches it: it starts its own cluster (tests/pgcluster.py), runs real `runloops`
@@ -154,7 +154,7 @@ def test_postgresql_restart_mid_run_reconnects_without_crash_loop_then_no_burst(
         private_postgres.stop()
         stopped_at = timezone.now()  # every claim before the outage committed before this
         time.sleep(OUTAGE_SECONDS)  # the outage itself, not a synchronisation
-        # Health tells the truth (issue 18): a 503 naming the database, never a 500.
+        # Health tells the truth: a 503 naming the database, never a 500.
         down = Client().get("/api/health")
         assert down.status_code == 503 and down.json()["database"] == "error", down.content
         back_at = timezone.now()  # every claim after the outage is taken after this

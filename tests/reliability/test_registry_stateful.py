@@ -1,4 +1,4 @@
-"""A hypothesis state machine over the loop registry, through the HTTP tools (issue 7; spec §2, §4, §9).
+"""A hypothesis state machine over the loop registry, through the HTTP tools (spec §2, §4, §9).
 
 Random sequences of loop_create (every / after / cron, v1 alias; targets: the caller, another
 session, "self", "new", the caller by ID; several callers), loop_list in its three forms and

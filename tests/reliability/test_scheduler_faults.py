@@ -1,4 +1,4 @@
-"""Fault injection on real `runloops` processes (issue 7): schedulers racing on one database and
+"""Fault injection on real `runloops` processes: schedulers racing on one database and
 kill -9 at random moments (PostgreSQL restarted under them: test_pg_restart.py).
 
 Each scenario ends with the invariants of tests/reliability/invariants.py: every due occurrence

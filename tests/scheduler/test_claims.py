@@ -1,4 +1,4 @@
-"""The clock's claim step (spec §3 anti-burst, §5 claim and recovery; issue 3 "Claims", "Recovery").
+"""The clock's claim step (spec §3 anti-burst, §5 claim and recovery).
 
 claim_due and recover_runs are called directly with a frozen clock; the enqueued django-q2 tasks are
 the OrmQ rows the ORM broker writes in the claim's transaction.
@@ -336,7 +336,7 @@ def test_poisoned_loop_does_not_take_a_slot_from_later_healthy_loops(create):
     assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in run_ids] == [healthy.loop_id]
 
 
-# --- a stray run row holding an occurrence key (issue 12, defect 1) ---------------------------------
+# --- a stray run row holding an occurrence key ------------------------------------------------------
 
 
 def _stray_run(loop: Loop, scheduled_at: datetime, *, status: str = RunStatus.DELIVERED) -> LoopRun:

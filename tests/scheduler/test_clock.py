@@ -1,4 +1,4 @@
-"""The clock keeps going whatever a tick raises; only a stop request ends it (issue 12, defect 2)."""
+"""The clock keeps going whatever a tick raises; only a stop request ends it."""
 
 from __future__ import annotations
 

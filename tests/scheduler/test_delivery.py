@@ -1,5 +1,4 @@
-"""Delivery of one claimed occurrence (spec §2.1 inheritance, §3, §5 durable sequence, §6; contract §5;
-issue 3 "Delivery", "Failure policy", "Recovery").
+"""Delivery of one claimed occurrence (spec §2.1 inheritance, §3, §5 durable sequence, §6; contract §5).
 
 Each test claims with scheduler.claims.claim_due and drives the run with scheduler.delivery.deliver_run under a
 frozen clock, against the embedded host (the database is the host).
@@ -167,7 +166,7 @@ def test_deleted_target_session_fails_at_once(create, make_session):
     assert not inbox()
     refreshed(loop)
     assert (loop.state, loop.last_result, loop.last_error) == (LoopState.SCHEDULED, "failed", run.error)
-    # spec: every/cron keep their schedule after a failure, after the failure backoff (issue 16):
+    # spec: every/cron keep their schedule after a failure, after the failure backoff:
     # the first occurrence at least 30 s after the failure.
     assert loop.next_at == T0 + s(40)
 
@@ -809,7 +808,7 @@ def wait_until_blocked_on_a_lock() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_loop_deleted_while_its_run_is_being_delivered_waits_for_the_record(create, make_session, monkeypatch):
     """The embedded host's delivery holds its runs' and loops' rows from taking them to recording
-    them (issue 17: the row locks are the lease): a delete meanwhile waits, and history says the
+    them (the row locks are the lease): a delete meanwhile waits, and history says the
     occurrence was delivered, as it was."""
     if connection.vendor != "postgresql":
         pytest.skip("needs concurrent writers and row locks (PostgreSQL); SQLite serializes writers")
@@ -852,8 +851,8 @@ def test_loop_deleted_while_its_run_is_being_delivered_waits_for_the_record(crea
 def test_a_leased_run_locked_by_another_transaction_is_waited_for_not_dropped(create, make_session, monkeypatch):
     """A remote host's driver records rows it leased, outside any transaction: one locked
     elsewhere meanwhile (e.g. an operator's edit in the admin) is still ours, so the record waits
-    for it rather than skip it (issue 12, defect 5: with SKIP LOCKED the outcome was silently
-    thrown away and the run re-driven). The embedded host plays a remote one here."""
+    for it rather than skip it (with SKIP LOCKED the outcome would be silently thrown away and the
+    run re-driven). The embedded host plays a remote one here."""
     if connection.vendor != "postgresql":
         pytest.skip("needs concurrent writers and row locks (PostgreSQL); SQLite serializes writers")
     monkeypatch.setattr(LocalHost, "transactional", False)

@@ -1,4 +1,4 @@
-"""The housekeeping thread of runloops (issue 16): periodic jobs off the clock thread, one bounded
+"""The housekeeping thread of runloops: periodic jobs off the clock thread, one bounded
 step at a time, surviving their failures, stopping at once."""
 
 from __future__ import annotations

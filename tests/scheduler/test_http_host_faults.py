@@ -1,5 +1,5 @@
 """Fault injection over real sockets: `runloops` delivering to a reference host that goes down,
-answers 500, hangs past the timeout or sends malformed JSON (issue 4)."""
+answers 500, hangs past the timeout or sends malformed JSON."""
 
 from __future__ import annotations
 

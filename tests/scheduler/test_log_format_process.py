@@ -1,4 +1,4 @@
-"""DSHLOOP_LOG_FORMAT=json end to end (issue 18): a real `runloops` delivers one occurrence and fails
+"""DSHLOOP_LOG_FORMAT=json end to end: a real `runloops` delivers one occurrence and fails
 another, and everything it writes is JSON a log pipeline can search, each occurrence with its facts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The misfire grace (issue 16, contract §10): DSHLOOP_MISFIRE_GRACE_SECONDS.
+"""The misfire grace (contract §10): DSHLOOP_MISFIRE_GRACE_SECONDS.
 
 Unset, the spec §3 anti-burst rule holds as it is: after an outage one catch-up is delivered,
 however late. Set, a catch-up later than the grace (claim time minus the occurrence it would
@@ -130,7 +130,7 @@ def test_every_loop_late_beyond_the_grace_is_skipped_and_claimed_at_its_next_occ
             f"missed=2 error={run.error!r}",
         )
     ]
-    # The same facts as fields, for DSHLOOP_LOG_FORMAT=json (issue 18).
+    # The same facts as fields, for DSHLOOP_LOG_FORMAT=json.
     assert warnings[0].occurrence == {
         "loop_id": loop.loop_id,
         "run_id": run.run_id,

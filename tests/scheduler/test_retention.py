@@ -1,4 +1,4 @@
-"""Retention (contract §10, issue 16): each loop keeps its newest DSHLOOP_RUN_HISTORY_LIMIT terminal
+"""Retention (contract §10): each loop keeps its newest DSHLOOP_RUN_HISTORY_LIMIT terminal
 runs, the embedded inbox DSHLOOP_INBOX_RETENTION_DAYS of messages; open runs and events are kept.
 On both engines (the suite's two passes), and once through a real `runloops`."""
 

@@ -15,7 +15,7 @@ from loops.models import Loop, LoopRun
 from tests.conftest import create_loop, every
 from tests.processes import wait_for
 
-# Against both hosts: the embedded one and the HTTP reference host over loopback (issue 4).
+# Against both hosts: the embedded one and the HTTP reference host over loopback.
 pytestmark = [pytest.mark.process, pytest.mark.both_hosts, pytest.mark.django_db(transaction=True)]
 
 

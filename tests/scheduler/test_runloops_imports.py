@@ -1,6 +1,7 @@
-"""The scheduler imports only what it runs (issue 17): its memory is counted in every process of its
-tree (a forked process carries all its parent's pages), and the API's stack (ninja, pydantic,
-httpx, mcp, uvicorn) and the admin once made `runloops` a third heavier than django-q2's qcluster.
+"""The scheduler imports only what it runs: its memory is counted in every process of its tree (a
+forked process carries all its parent's pages), and the API's stack (ninja, pydantic, httpx, mcp,
+uvicorn) and the admin would make `runloops` much heavier than django-q2's qcluster
+(docs/BENCHMARKS.md counts its memory).
 
 The first test runs `manage.py runloops` as an operator would, up to the fork of its cluster, then
 imports what each process imports once forked; the second watches a real scheduler deliver."""

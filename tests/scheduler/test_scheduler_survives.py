@@ -1,6 +1,6 @@
-"""A real `runloops` keeps scheduling through a stray run row and through an unexpected exception
-(issue 12, defects 1 and 2): the one bad occurrence is skipped visibly, every other loop fires,
-and the process is still alive 20 s later. On both engines (the suite's two passes)."""
+"""A real `runloops` keeps scheduling through a stray run row and through an unexpected exception:
+the one bad occurrence is skipped visibly, every other loop fires, and the process is still alive
+20 s later. On both engines (the suite's two passes)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.processes import wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
-ALIVE_FOR = 20  # seconds the scheduler must survive (issue 12 acceptance)
+ALIVE_FOR = 20  # seconds the scheduler must survive
 
 
 def every_two_seconds(api, count: int) -> list[Loop]:

@@ -1,4 +1,4 @@
-"""End to end with real processes: `runloops` delivering into a real DeepSeek Harness (issue 14).
+"""End to end with real processes: `runloops` delivering into a real DeepSeek Harness.
 
 Loops are created in the test process through the tools and services (DSHLOOP_HOST=dsh); real
 `runloops` processes deliver them into a DSH started for each test. The DSH session's history is
@@ -37,7 +37,7 @@ def on_dsh(dsh, settings, workspace):
 @pytest.fixture
 def dsh_schedulers(tmp_path, on_dsh):
     # This DSH has no model credentials, so every turn it starts ends failed (MISSING_CREDENTIAL),
-    # and the scheduler reads that from its log (issue 16). The failure policy would then space a
+    # and the scheduler reads that from its log. The failure policy would then space a
     # 2 s loop's occurrences out by 30 s, 60 s, … (a race with the outcome poll every 5 s) and
     # pause it after five: these tests are about delivery, so the backoff is 1 s and nothing pauses.
     running = Schedulers(tmp_path, **on_dsh, DSHLOOP_FAILURE_BACKOFF_SECONDS="1", DSHLOOP_AUTO_PAUSE_AFTER="0")
@@ -101,7 +101,7 @@ def test_a_cold_dsh_session_is_resumed_then_receives(dsh, dsh_schedulers, worksp
 
     assert dsh.attached("dsh-sleeper")
     assert len(dsh.user_messages("dsh-sleeper", rpc_id=key)) == 1
-    # The scheduler's housekeeping thread reads how the turn ended from DSH's log (issue 16): with
+    # The scheduler's housekeeping thread reads how the turn ended from DSH's log: with
     # no model credential here, DSH ends it with an error.
     run = wait_for(
         lambda: LoopRun.objects.filter(occurrence_key=key).exclude(outcome="").first(),

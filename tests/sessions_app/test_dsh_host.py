@@ -1,4 +1,4 @@
-"""The `dsh` host adapter against a real DeepSeek Harness process (issue 14; DSH-HOST.md).
+"""The `dsh` host adapter against a real DeepSeek Harness process (DSH-HOST.md).
 
 Each mapping of sessions_app/hosts/dsh.py is exercised on a live host: sessions and their status
 (running / idle / cold), titles, presets, resuming a cold session, `new` sessions with a preset,

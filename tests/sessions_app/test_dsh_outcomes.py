@@ -1,4 +1,4 @@
-"""The `dsh` host reads a delivered run's turn outcome from DSH's own session log (issue 16).
+"""The `dsh` host reads a delivered run's turn outcome from DSH's own session log.
 
 Against a real DSH: a turn that fails for want of a key (MISSING_CREDENTIAL), and, with a small
 OpenAI-compatible stub as DSH's model (DSH-HOST.md Appendix A), turns that complete, fail with a

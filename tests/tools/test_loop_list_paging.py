@@ -1,4 +1,4 @@
-"""loop_list paging and the list serializer of issue 17 (contract §3: limit, cursor, next_cursor).
+"""loop_list paging and the list serializer (contract §3: limit, cursor, next_cursor).
 
 Paged or whole, a list is the same loops in the same order (next_at, absent last; created_at;
 loop_id); a cursor only continues the list it came from; and the rows-based serializer behind
@@ -366,7 +366,7 @@ def test_the_rest_answer_is_the_list_serializers(api, every_kind_of_loop):
     assert body == {"loops": loop_views(rows, now=now)}
 
 
-# --- the panel's target filter reads the same way (issue 17: a loose index scan) ------------------
+# --- the panel's target filter reads the same way (a loose index scan) ----------------------------
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 4, 200])
@@ -384,7 +384,7 @@ def test_the_panels_target_sessions_are_the_distinct_active_targets_by_id(api, l
                 next_at=T0,
                 state=LoopState.SCHEDULED if active else LoopState.COMPLETED,
             )
-    # The ORM's DISTINCT over every loop, which the panel used before, is the oracle.
+    # The ORM's DISTINCT over every loop, plain and slow, is the oracle.
     oracle = list(
         Loop.objects.exclude(session_id__in=["self", "new"])
         .exclude(state=LoopState.COMPLETED)

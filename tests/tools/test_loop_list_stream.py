@@ -1,4 +1,4 @@
-"""How a whole loop_list is read and encoded at 100,000 loops (issue 17, round two): streamed in
+"""How a whole loop_list is read and encoded at 100,000 loops: streamed in
 chunks (selectors.loop_row_chunks), instants read as integers from PostgreSQL's epoch, the cycle
 collector paused while the rows live. None of it may show: the answer is the same JSON, and a
 cursor still holds Unix epoch microseconds."""

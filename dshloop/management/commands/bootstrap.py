@@ -53,7 +53,7 @@ class Command(BaseCommand):
             self.ensure_dsh_global_session()
 
     def ensure_global_session(self) -> None:
-        """Issue 12: a fresh install has a global interface, so `self` and the panel's loops work.
+        """A fresh install has a global interface, so `self` and the panel's loops work.
 
         Only on the embedded host, where dshloop *is* the host; an HTTP host owns its sessions.
         """

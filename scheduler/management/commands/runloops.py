@@ -99,7 +99,7 @@ class Command(BaseCommand):
     help = "Run the loop scheduler: the django-q2 cluster and the loop clock."
     # The checks that concern the scheduler; the web tier's are `serve`'s and `manage.py check`'s.
     # The URL check would import the whole URLconf (the API, ninja, pydantic, the panel, the admin,
-    # whose apps the scheduler does not load: dshloop.settings SCHEDULER_PROCESS, issue 17).
+    # whose apps the scheduler does not load: dshloop.settings SCHEDULER_PROCESS).
     requires_system_checks = [
         Tags.models,
         Tags.caches,
@@ -134,7 +134,7 @@ class Command(BaseCommand):
         cluster_dies_with_parent()
         cluster.start()
         # Imported after the fork too: a forked process's RSS counts every page its parent had, and
-        # the cluster's processes never run the clock or housekeeping (issue 17).
+        # the cluster's processes never run the clock or housekeeping.
         from scheduler.clock import Clock
         from scheduler.housekeeping import Housekeeper, default_jobs
 

@@ -1,4 +1,4 @@
-"""The five tools over MCP (issue 8), with the SDK's client, over stdio and streamable HTTP.
+"""The five tools over MCP, with the SDK's client, over stdio and streamable HTTP.
 
 Every answer is checked against the REST API's answer to the same input: one definition of each
 tool, two ways to call it.
@@ -226,7 +226,7 @@ def test_without_a_caller_session_there_is_no_current_session(connect, sessions)
     assert tool_error_of(listed)["code"] == "no_current_session"
     assert tool_error_of(created)["code"] == "no_current_session"  # no target: "the current session" is needed
     # contract §2: only "the current session" needs the header; a named target does not, and with
-    # no global interface either the loop records no creator (issue 12).
+    # no global interface either the loop records no creator.
     assert result_of(named)["created_by_session_id"] == ""
     assert list(Loop.objects.values_list("session_id", "created_by_session_id")) == [("ses_other", "")]
 
