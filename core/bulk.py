@@ -2,13 +2,13 @@
 
 Django's bulk_update builds a CASE expression per field per row, and bulk_create prepares and
 quotes every value in Python: together they cost far more than the database's own work
-(measured: 2.5 s for 1,000 loops with bulk_update; 0.15 ms a row with bulk_create).
+(docs/BENCHMARKS.md measures the scheduler's writes).
 
 On PostgreSQL a whole batch is one statement over `unnest` of one array per column, bound on the
 server (Django's psycopg cursor binds on the client, quoting every value in Python); these
 statements bypass Django's query logging, but not its error translation: they run inside
 `connection.wrap_database_errors`, so a failure is Django's DatabaseError like any other (STYLE §18;
-a raw psycopg error once escaped the clock and ended the scheduler). On SQLite an executemany of
+a raw psycopg error would escape the clock and end the scheduler). On SQLite an executemany of
 one prepared statement is already cheap (no network round trips).
 """
 

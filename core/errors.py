@@ -126,7 +126,7 @@ def database_unavailable(exc: BaseException) -> bool:
     """Whether `exc` means the database cannot be reached right now (answer 503, retry later)
     rather than a bug (500)."""
     # A driver only if something imported it: none of its errors exists before, and on SQLite no
-    # process should load PostgreSQL's driver (~20 MiB) just to be able to name its errors.
+    # process should load PostgreSQL's driver (megabytes of imports) just to be able to name its errors.
     psycopg, sqlite3 = sys.modules.get("psycopg"), sys.modules.get("sqlite3")
     if psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         driver_error = exc

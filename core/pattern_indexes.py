@@ -3,7 +3,7 @@
 Django gives each CharField that is a primary key, unique or db_index a second btree with
 `varchar_pattern_ops`, for `LIKE 'prefix%'` under a non-C collation. dshloop runs no such
 query (IDs are compared whole), yet every insert and every non-HOT update of a run, a loop or
-an inbox message wrote those indexes too: 3 of a run's 8 indexes. A migration of the field
+an inbox message would write those indexes too: 3 of a run's 8 indexes. A migration of the field
 (AlterField) would make its index again; drop it again in that migration.
 """
 

@@ -169,7 +169,7 @@ INSTALLED_APPS = [
 # page or API call and touches no user, so it loads only the task queue and the domain apps (none
 # of whose models refers to the others). What the others import is memory in every one of its
 # processes (a fork inherits it, RSS counts it in each): the admin's autodiscovery alone imports
-# every admin.py and through them ninja, pydantic and httpx, ~19 MiB a process.
+# every admin.py and through them ninja, pydantic and httpx (docs/BENCHMARKS.md counts a process's memory).
 SCHEDULER_PROCESS = env_bool("DSHLOOP_SCHEDULER_PROCESS")
 if SCHEDULER_PROCESS:
     INSTALLED_APPS = ["django_q", "tokens", "sessions_app", "loops", "scheduler"]
@@ -367,12 +367,12 @@ LOGGING = {
         # An exception Django caught (one raised outside any view, or in a view under DEBUG) is
         # logged here with its traceback. Django's own configuration sends this logger to the
         # console only under DEBUG and otherwise to mail_admins, which without ADMINS sends nothing:
-        # so with DJANGO_DEBUG unset, no 500 used to leave a line in the log.
+        # so with DJANGO_DEBUG unset a 500 would leave no line in the log without this entry.
         "django.request": {"handlers": ["console_uncaught"], "level": "ERROR", "propagate": False},
         # The MCP SDK's own errors (a crashed request inside its transport), in the same format.
         "mcp": {"handlers": ["console"], "level": "WARNING", "propagate": False},
-        # django-q2 logs as "django-q" (django_q/conf.py): under "django_q" this named no logger, and
-        # django-q2 added its own handler at INFO, two lines per task in its own format.
+        # django-q2 logs as "django-q" (django_q/conf.py), not "django_q"; without this entry django-q2
+        # adds its own handler at INFO, two lines per task in its own format.
         "django-q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

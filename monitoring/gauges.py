@@ -5,8 +5,8 @@ the schedulers, in one statement.
 One statement is one snapshot, so the states add up, and one round trip. The due backlog reads
 `loop_due_idx`, the open runs `run_open_idx`, the set-aside loops `loop_unreadable_idx`, never the run history. The loops by state are
 one pass over the loop table (no index holds every state, and one that did would cost every
-claim a write): about 170 ms at 1M loops on PostgreSQL, on one backend (no parallel workers);
-measured in docs/BENCHMARKS-METRICS.md.
+claim a write), on one backend (no parallel workers); docs/BENCHMARKS-METRICS.md measures it at
+1M loops.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _statement(*, by_state: bool) -> str:
 
 def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges:
     """The gauges at `now`. Without `by_state` (health's question) the loop table is not scanned:
-    `loops` is empty and the cost no longer grows with the number of loops."""
+    `loops` is empty and the cost does not grow with the number of loops."""
     now = now or timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":

@@ -154,7 +154,7 @@ class LoopTableRow(_ReadByName):
     # leave out buttons that could not do anything: pause a paused loop, retry one that has not failed.
     @property
     def pause_words(self) -> str:
-        """contract §9 pause_reason for people: "operator", or "auto: <reason>" (#13)."""
+        """contract §9 pause_reason for people: "operator", or "auto: <reason>"."""
         if self.pause_reason.startswith("auto:"):
             return f"automatically: {self.pause_reason.removeprefix('auto:').strip()}"
         return "by an operator" if self.pause_reason in ("", "operator") else self.pause_reason

@@ -37,9 +37,8 @@ of the loop from the table (status is not in the index), so without headroom a l
 one run since the last pass would cost `limit` row reads to delete one; with it, each cutoff read
 pays for at least `headroom` deletions. `manage.py prune` uses no headroom: the rule exactly.
 
-Measured on PostgreSQL (2 vCPUs), 10,000 loops with 210 runs each: a pass with nothing to prune
-takes 0.8 s (100 page statements, index-only); pruning 10 runs of every loop about 12 ms a loop
-(the cutoff's 210 row reads and one DELETE).
+A pass with nothing to prune is one index-only page statement per PAGE loops; pruning a loop costs
+its cutoff's row reads (every run of the loop) and one DELETE.
 """
 
 from __future__ import annotations

@@ -71,8 +71,8 @@ def test_idle_clients_hold_no_thread_pages_answer_and_the_clients_get_408(serve)
     idle = [idle_client(serve.port, token, index) for index in range(IDLE_CLIENTS)]
     try:
         with httpx.Client(base_url=url, timeout=BODY_TIMEOUT - 2) as client:
-            # Every kind of Django page, while all the idle clients wait: before the fix each of
-            # these waited for a thread until the idle clients closed.
+            # Every kind of Django page, while all the idle clients wait: none of these may wait for
+            # a thread until the idle clients close.
             assert client.get("/api/health").status_code in (200, 503)
             listed = client.post(
                 "/api/tools/loop_list",

@@ -4,8 +4,8 @@ both log formats), the client gets the contract's JSON error, and /metrics count
 The failure is a real one, not a test-only route: the served database lacks a table (as after a
 missed migration), so every read of the embedded host's sessions fails with SQLite's "no such table"
 — an OperationalError that is a bug, not an outage. Without DJANGO_DEBUG, as in production: Django's
-own logging sends its request errors to mail_admins only then, which is why no 500 used to leave a
-line anywhere.
+own logging sends its request errors to mail_admins only then, so without dshloop's logging settings
+a 500 would leave no line anywhere.
 """
 
 from __future__ import annotations

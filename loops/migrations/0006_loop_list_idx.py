@@ -1,4 +1,4 @@
-# loop_list at 100,000 loops (issue 17): the list's order over the active loops, for its first page
+# loop_list at 100,000 loops: the list's order over the active loops, for its first page
 # and each keyset page (loops.selectors.loop_rows) and the panel's pages.
 
 from django.db import migrations, models

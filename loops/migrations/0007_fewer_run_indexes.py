@@ -1,4 +1,4 @@
-# Fewer index writes per occurrence (issue 17, B1): run_loop_idx (loop_id, -scheduled_at) serves
+# Fewer index writes per occurrence: run_loop_idx (loop_id, -scheduled_at) serves
 # every query by loop_id, so its own index is dropped, and so are the LIKE-only `_like` indexes
 # of the loop and run tables (core.pattern_indexes).
 

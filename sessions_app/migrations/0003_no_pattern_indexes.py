@@ -1,5 +1,4 @@
-# The inbox's LIKE-only `_like` indexes cost a write per delivered message (issue 17, B1;
-# core.pattern_indexes).
+# The inbox's LIKE-only `_like` indexes cost a write per delivered message (core.pattern_indexes).
 
 from django.db import migrations
 

@@ -65,8 +65,8 @@ def test_listener_waits_out_its_timeout_and_reconnects_with_backoff_while_the_se
     start = fake_time.now
     answers = [listener.wait(0.5) for _ in range(40)]
 
-    # Nothing to look at while the server is down, and every wait took its half second (a wait
-    # that returned at once made its caller spin).
+    # Nothing to look at while the server is down, and every wait takes its half second (a wait
+    # that returned at once would make its caller spin).
     assert answers == [False] * 40
     assert fake_time.now - start == pytest.approx(20)
     # Connection attempts back off (notify.RECONNECT_BACKOFF), they are not made on every wait.
@@ -82,8 +82,8 @@ def test_listener_waits_out_its_timeout_and_reconnects_with_backoff_while_the_se
 
 
 def test_clock_backoff_sleep_lasts_its_length_while_the_database_is_down(fake_time, server):
-    # Clock.run sleeps ERROR_BACKOFF seconds after a database error; that sleep used to end at
-    # once (a failed reconnect answered "look now"), so the clock retried in a tight loop.
+    # Clock.run sleeps ERROR_BACKOFF seconds after a database error; that sleep must last its length
+    # even though a failed reconnect answers "look now", or the clock would retry in a tight loop.
     waker = clock.Waker(threading.Event())
     waker.listener = Listener(CLOCK_CHANNEL)  # the PostgreSQL waker, on either test database
     start = fake_time.now

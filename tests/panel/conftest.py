@@ -32,7 +32,7 @@ PASSWORD = "correct horse battery staple"
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
-    # The default PBKDF2 costs ~0.5 s per user on this machine; the tests need no strength.
+    # The default PBKDF2 is slow by design, and every test user made pays for it; the tests need no strength.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

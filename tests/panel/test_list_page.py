@@ -68,7 +68,7 @@ def test_a_long_list_says_more_than_and_numbers_pages_without_a_last_one(staff_c
     assert "1000 loops" in html and "Page 1 of 20" in html
 
 
-# --- row values computed once, as the template tags and filters did -----------------------------
+# --- row values computed once, as the template tags and filters would ---------------------------
 
 ODD_IDS = [
     "loop_abc123",

@@ -74,7 +74,7 @@ def test_what_names_no_moment_parses_to_none(raw):
 @sqlite_only
 @pytest.mark.parametrize("raw", ["2025-06-02 10:01:00Z", "2025-06-02 10:01:00+00:00", "2025-06-02 10:01:00.000"])
 def test_a_due_deadline_in_another_form_is_claimed_once_and_stored_in_djangos_form(loops, raw):
-    """Before: the claim's compare-and-swap bound Django's form and never matched this row."""
+    """The claim's compare-and-swap matches the row as stored, not only Django's form of it."""
     [loop] = loops()
     write_next_at(loop, raw)
     [run_id] = claim(T0 + s(61))
@@ -96,7 +96,7 @@ def test_a_readable_deadline_not_due_in_truth_is_rewritten_and_not_claimed(loops
 
 @sqlite_only
 def test_a_batch_of_unreadable_due_rows_is_set_aside_and_the_rest_fire(loops):
-    """Before: the same 500 rows came back at the head of every claim and nothing else fired."""
+    """Unreadable rows do not come back at the head of every claim, starving every other loop."""
     *bad, good = loops(6)
     for loop in bad:
         write_next_at(loop, 1748858400)  # an integer: below every text, so due to the query forever

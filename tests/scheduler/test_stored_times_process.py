@@ -1,10 +1,10 @@
 """A real `runloops` on SQLite is not starved by loop rows whose deadline it cannot claim as stored.
 
 More due rows than one claim batch hold next_at in forms Django does not write (ISO with "T"/"Z",
-an integer, garbage), written by hand as another tool would. Before, the same batch came back on
-every tick and nothing else fired. Now the readable ones fire once and are stored in Django's
-form, the unreadable ones are set aside (paused, logged, a health problem), and an ordinary loop
-created after them fires on time.
+an integer, garbage), written by hand as another tool would. The same batch must not come back on
+every tick while nothing else fires: the readable ones fire once and are stored in Django's form,
+the unreadable ones are set aside (paused, logged, a health problem), and an ordinary loop created
+after them fires on time.
 """
 
 from __future__ import annotations

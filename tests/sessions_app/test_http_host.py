@@ -88,8 +88,8 @@ def test_list_sessions_writes_the_cache_in_one_statement_whatever_the_number_of_
     with CaptureQueriesContext(connection) as sixty:
         sessions = http.list_sessions(limit=500)
 
-    # One upsert (inserts the new, updates the known) and the same statements for 2 sessions or 60;
-    # before, each session cost its own SELECT and INSERT/UPDATE.
+    # One upsert (inserts the new, updates the known) and the same statements for 2 sessions or 60,
+    # not a SELECT and an INSERT/UPDATE per session.
     assert len(cache_writes(two.captured_queries)) == len(cache_writes(sixty.captured_queries)) == 1
     assert len(sixty.captured_queries) == len(two.captured_queries) == 2  # the upsert, then the read
     assert len(sessions) == 60 and SessionHeader.objects.count() == 60

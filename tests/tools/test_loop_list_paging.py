@@ -384,7 +384,7 @@ def test_the_panels_target_sessions_are_the_distinct_active_targets_by_id(api, l
                 next_at=T0,
                 state=LoopState.SCHEDULED if active else LoopState.COMPLETED,
             )
-    # The ORM's DISTINCT over every loop, which the panel used before, is the oracle.
+    # The ORM's DISTINCT over every loop, plain and slow, is the oracle.
     oracle = list(
         Loop.objects.exclude(session_id__in=["self", "new"])
         .exclude(state=LoopState.COMPLETED)

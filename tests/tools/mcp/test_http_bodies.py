@@ -2,7 +2,7 @@
 NaN in it, which the REST API answers 422 "not valid JSON" (tests/test_malformed_input.py).
 
 The NaN sends the body through the strict parser of core.jsonparse (the SDK's own would read it
-as a number), whose recursion used to escape as a RecursionError: an HTML 500 from the server.
+as a number), whose recursion must not escape as a RecursionError: an HTML 500 from the server.
 """
 
 from __future__ import annotations
