@@ -8,11 +8,12 @@ few and visible.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import psycopg
+
+from .processes import run_command
 
 # The server under test; trust auth as user postgres on this machine.
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
@@ -20,6 +21,7 @@ DSHLOOP_DB = "dshloop_bench"
 BASELINE_DB = "dshloop_bench_baseline"
 PGBENCH_DB = "dshloop_bench_pgbench"
 ALL_DATABASES = (DSHLOOP_DB, BASELINE_DB, PGBENCH_DB)
+LISTS_DB = "dshloop_bench_lists"  # its own, not in ALL_DATABASES: --lists can run beside a full run
 
 
 def url(database: str) -> str:
@@ -51,7 +53,7 @@ def run_psql(database: str, script: Path, **variables) -> None:
     args = ["psql", url(database), "-q", "-v", "ON_ERROR_STOP=1", "-f", str(script)]
     for name, value in variables.items():
         args += ["-v", f"{name}={value}"]
-    subprocess.run(args, check=True, capture_output=True, text=True)
+    run_command(args)
 
 
 def counters(database: str) -> dict[str, int]:
@@ -108,11 +110,6 @@ def backend_pids(database: str) -> list[int]:
     """The server processes of one database's connections (pg_stat_activity), for their CPU."""
     with server() as conn:
         return [row[0] for row in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [database])]
-
-
-def backend_count(database: str) -> int:
-    with server() as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [database]).fetchone()[0]
 
 
 def server_version() -> str:

@@ -14,17 +14,12 @@ planner pick a plan no long-running deployment would see.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 from . import db
-from .procs import Process
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-MANAGE = BASE_DIR / "manage.py"
-SESSIONS = 1_000  # loops are spread over this many target sessions (loop_list {} sees N/1,000)
+from .processes import Process, manage, manage_args, uvicorn_args
+from .sizes import SESSIONS
 
 
 def session_id(index: int) -> str:
@@ -53,13 +48,7 @@ class System:
 
     def create_database(self) -> None:
         db.recreate(self.database)
-        subprocess.run(
-            [sys.executable, str(MANAGE), "migrate", "--noinput"],
-            env=self.env(),
-            check=True,
-            capture_output=True,
-            cwd=BASE_DIR,
-        )
+        manage("migrate", "--noinput", env=self.env())
         self.conn = db.connect(self.database)
 
     def reset(self) -> None:
@@ -71,7 +60,7 @@ class System:
             self.conn.execute(f"ANALYZE {table}")
 
     def start(self, log_path: Path) -> Process:
-        return Process([sys.executable, str(MANAGE), self.command], env=self.env(), log_path=log_path)
+        return Process(manage_args(self.command), env=self.env(), log_path=log_path)
 
     # Overridden per system ----------------------------------------------------------------------
 
@@ -178,24 +167,8 @@ class Dshloop(System):
     def start_web(self, log_path: Path, port: int) -> Process:
         """The web side alone: uvicorn on dshloop.asgi, as `manage.py serve` runs it, but without the
         scheduler serve supervises (the bench runs its own `runloops`)."""
-        return Process(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "dshloop.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--lifespan",
-                "on",
-                "--timeout-graceful-shutdown",
-                "5",
-            ],
-            env=self.env(),
-            log_path=log_path,
-        )
+        args = uvicorn_args("dshloop.asgi:application", port, "--lifespan=on", "--timeout-graceful-shutdown=5")
+        return Process(args, env=self.env(), log_path=log_path)
 
     def wake(self):
         # Rows inserted behind the clock's back: loop_create would notify on commit (loops.services).
@@ -237,10 +210,6 @@ class Dshloop(System):
             "                 AND status IN ('claimed', 'delivering'))",
             {"t": before},
         ).fetchone()[0]
-
-    def folded(self) -> int:
-        """Occurrences folded into a later delivery by anti-burst (spec §3)."""
-        return self.conn.execute("SELECT coalesce(sum(missed), 0) FROM loops_looprun").fetchone()[0]
 
     def due_queries(self):
         from .queries import dshloop_claim_sql, dshloop_deadline_sql
@@ -317,9 +286,6 @@ class Baseline(System):
             " AND NOT EXISTS (SELECT 1 FROM django_q_ormq)",
             [before],
         ).fetchone()[0]
-
-    def folded(self) -> int:
-        return 0  # catch_up=False skips missed runs without a trace; bench.run counts them from the grid
 
     def due_queries(self):
         from .queries import baseline_scheduler_sql

@@ -81,7 +81,7 @@ def _execute_unnest(sql: str, params: list) -> list[tuple]:
     """Run `sql` (with one _Unnest) bound on the server; returns what a RETURNING clause sent back.
     It runs on Django's connection, so inside the caller's transaction, and its errors are Django's."""
     # PostgreSQL only, where Django's backend has imported psycopg already: imported here, so that on
-    # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it (~11 MiB
+    # SQLite the scheduler's processes that write rows (its clock, its workers) do not load it (megabytes
     # each).
     import psycopg
 

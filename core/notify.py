@@ -61,7 +61,7 @@ class Listener:
 
     def _connect(self):
         # PostgreSQL only, where Django has imported psycopg already. Imported here, SQLite's
-        # scheduler keeps it (~11 MiB) out of its cluster's processes, which import this module
+        # scheduler keeps it (megabytes) out of its cluster's processes, which import this module
         # with the broker.
         import psycopg
 

@@ -192,7 +192,7 @@ def loop_list_json_of_chunks(
     head, tail = b'{"loops":[', b"]" + cursor + b"}"
     if not encoded:
         return head + tail
-    # The answer is copied once, by the join (28 MB for 100,000 loops), not once per concatenation.
+    # The answer is copied once, by the join (tens of MB for 100,000 loops), not once per concatenation.
     encoded[0] = head + encoded[0]
     encoded[-1] += tail
     return b",".join(encoded)

@@ -21,7 +21,7 @@ class SourceRun(Protocol):
 def _escape(text: str) -> str:
     """Character data for an XML element: &, < and > as entities, as xml.sax.saxutils.escape does
     (html.escape without quotes: the same three, & first; Django has imported html already, while
-    saxutils pulls in xml.sax and urllib.request, ~0.6 MiB in each process that delivers).
+    saxutils pulls in xml.sax and urllib.request, memory in each process that delivers).
     And CR as a character reference: XML parsers turn a raw CR into LF, a reference survives, so
     parsing the message gives back the prompt byte for byte."""
     return _escape_markup(text, quote=False).replace("\r", "&#13;")

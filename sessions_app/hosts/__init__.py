@@ -14,7 +14,7 @@ def _host_for(
     kind: str, url: str, token: str, global_session_id: str, timeout: float, dsh_url: str, dsh_cwd: str
 ) -> Host:
     # Each host's module is imported once it is chosen: the remote ones pull in httpx (and rich,
-    # pydantic), ~13 MiB a process that the embedded host never needs.
+    # pydantic), megabytes a process that the embedded host never needs.
     if kind == "http":
         from .http import HttpHost
 
