@@ -69,7 +69,7 @@ class ErrorOut(BaseModel):
     error: ErrorDetail
 
 
-def answers(ok, *error_statuses: int) -> dict:
+def answers(ok: type[BaseModel], *error_statuses: int) -> dict[int, type[BaseModel]]:
     """An operation's documented responses: `ok` for 200, the error body for 401, 403, 422 and the rest."""
     return {200: ok, **{status: ErrorOut for status in sorted({401, 403, 422, *error_statuses})}}
 

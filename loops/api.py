@@ -4,7 +4,7 @@ present. The loop tools themselves are in tools/."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -80,7 +80,9 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     POST …/retry fires it with them."""
     now = truncate_to_ms(timezone.now())  # validates a cron schedule; the edit reads its own clock
     given = payload.model_fields_set
-    changes = {field: getattr(payload, field) for field in ("name", "prompt", "preset") if field in given}
+    changes: dict[str, Any] = {
+        field: getattr(payload, field) for field in ("name", "prompt", "preset") if field in given
+    }
     if "prompt" in changes and changes["prompt"] is None:
         changes.pop("prompt")  # an explicit null means omitted (docs/tools-and-api.md "Inputs")
     if payload.schedule is not None:

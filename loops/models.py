@@ -103,9 +103,10 @@ class Loop(models.Model):
     @property
     def schedule(self) -> schedules.Schedule:
         if self.kind == ScheduleKind.EVERY:
-            return schedules.Every(self.every_seconds)
+            # A NULL column (a row written by hand) is refused by the schedule itself: ValueError.
+            return schedules.Every(self.every_seconds)  # type: ignore[arg-type]
         if self.kind == ScheduleKind.AFTER:
-            return schedules.After(self.after_seconds)
+            return schedules.After(self.after_seconds)  # type: ignore[arg-type]  # as above
         return schedules.Cron(self.cron_expr, self.tz or None)
 
 
@@ -176,7 +177,7 @@ class LoopRun(models.Model):
     def save(self, *args, **kwargs) -> None:
         """A run made one at a time (run now; the claim stores its batch's in one statement) stores
         its revision's prompt, unless that revision's is stored already: the prompt given
-        (`LoopRun(prompt=…)`), else the loop's, which is at this revision while its row is locked."""
+        (`run.prompt = …`), else the loop's, which is at this revision while its row is locked."""
         adding = self._state.adding
         super().save(*args, **kwargs)
         if not adding:

@@ -83,13 +83,9 @@ def loop_state(loop: Loop, now: datetime) -> str:
 
 def loop_row(loop: Loop) -> LoopRow:
     """A loop as the row a list reads for it."""
-    return LoopRow(
-        **{
-            column: row_us(getattr(loop, column.removesuffix("_us")))
-            if column.endswith("_us")
-            else getattr(loop, column)
-            for column in LOOP_VIEW_COLUMNS
-        }
+    return LoopRow._make(
+        row_us(getattr(loop, column.removesuffix("_us"))) if column.endswith("_us") else getattr(loop, column)
+        for column in LOOP_VIEW_COLUMNS
     )
 
 
@@ -105,7 +101,7 @@ def loop_views(rows: Iterable[Sequence[Any]], *, now: datetime) -> list[dict]:
     view (a list holds few distinct schedules): treat the views as read-only."""
     overdue_before = row_us(now - OVERDUE_AFTER)
     schedules: dict[tuple, dict] = {}
-    views = []
+    views: list[dict] = []
     append = views.append
     for (
         loop_id,

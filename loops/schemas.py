@@ -124,12 +124,12 @@ class LoopCreateIn(StrictModel):
             raise InvalidInput(
                 "Give either 'schedule' or the deprecated 'time_in_seconds', not both.", field="time_in_seconds"
             )
-        if self.schedule is None and self.v1_interval is None:
+        if self.v1_interval is not None:
+            return schedules.Every(self.v1_interval)
+        if self.schedule is None:
             raise InvalidInput(
                 '\'schedule\' is required, e.g. {"kind": "every", "every_seconds": 600}.', field="schedule"
             )
-        if self.v1_interval is not None:
-            return schedules.Every(self.v1_interval)
         return self.schedule.to_schedule(host_tz=host_tz, now=now)
 
 

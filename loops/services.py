@@ -163,7 +163,7 @@ def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> s
     with transaction.atomic():
         loop = Loop.objects.select_for_update().filter(loop_id=loop_id).first()
         if loop is None:
-            loop_get(loop_id)  # raises unknown_loop
+            loop = loop_get(loop_id)  # raises unknown_loop
         Loop.objects.filter(loop_id=loop_id).delete()
         record_event(loop, EventKind.DELETED, actor, at=truncate_to_ms(now or timezone.now()))
     transaction.on_commit(notify_clocks)

@@ -9,16 +9,18 @@ the contract's error message comes back inline on the field it names (ApiError.f
 from __future__ import annotations
 
 import zoneinfo
+from typing import cast
 
 from django import forms
 from django.conf import settings
+from django.http import QueryDict
 from django.utils import timezone
 from pydantic import ValidationError
 
 from core.errors import ApiError
 from core.timeutil import truncate_to_ms
 from core.validation import invalid_input_from
-from loops import operations, services
+from loops import operations, schedules, services
 from loops.events import Actor
 from loops.models import ActorKind, Loop, ScheduleKind
 from loops.presenters import schedule_view
@@ -55,7 +57,7 @@ def session_label(session) -> str:
 class TargetRadios(forms.RadioSelect):
     """Radios of which some can be shown but not chosen (`self` while there is no global interface)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.unavailable: set[str] = set()
 
@@ -79,14 +81,25 @@ class LoopCreateForm(forms.Form):
     every_amount = forms.IntegerField(
         required=False, initial=10, label="Every", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
     )
+    # django-stubs type empty_value as str | None; Django returns any value as it is (here the coerced int).
     every_unit = forms.TypedChoiceField(
-        choices=UNITS, coerce=int, initial="60", label="Unit", required=False, empty_value=60
+        choices=UNITS,
+        coerce=int,
+        initial="60",
+        label="Unit",
+        required=False,
+        empty_value=60,  # type: ignore[arg-type]
     )
     after_amount = forms.IntegerField(
         required=False, initial=30, label="After", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
     )
     after_unit = forms.TypedChoiceField(
-        choices=UNITS, coerce=int, initial="60", label="Unit", required=False, empty_value=60
+        choices=UNITS,
+        coerce=int,
+        initial="60",
+        label="Unit",
+        required=False,
+        empty_value=60,  # type: ignore[arg-type]
     )
     cron_expr = forms.CharField(
         required=False,
@@ -134,7 +147,7 @@ class LoopCreateForm(forms.Form):
             ("new", "A fresh session for every run (new)"),
             ("session", "An existing session"),
         ]
-        self.fields["target"].choices = targets
+        cast(forms.ChoiceField, self.fields["target"]).choices = targets
         self.fields["target"].initial = "current" if current_session else "self" if global_session else "new"
         self.fields["session"].widget.choices = [("", "Choose a session…")] + [
             (s.session_id, session_label(s)) for s in sessions
@@ -187,12 +200,14 @@ class LoopCreateForm(forms.Form):
 
     def save(self) -> Loop | None:
         """Create the loop through the service, or put the contract's message on the right field."""
+        error: ApiError
         try:
             data = LoopCreateIn.model_validate(self.payload())
             now = truncate_to_ms(timezone.now())
             schedule = data.to_schedule(host_tz=settings.TIME_ZONE, now=now)
             # contract §2: a loop created from the panel records the global interface session as its
             # creator (none when there is none, issue 12).
+            assert data.session_id is not None  # every target choice names one (payload)
             return services.loop_create(
                 prompt=data.prompt,
                 schedule=schedule,
@@ -227,10 +242,11 @@ def initial_for(loop: Loop) -> dict:
         initial.update(target="session", session=loop.session_id)
     if loop.session_id == "new":
         initial["preset"] = loop.preset
-    if loop.kind == ScheduleKind.EVERY:
-        initial["every_amount"], initial["every_unit"] = amount_and_unit(loop.every_seconds)
-    elif loop.kind == ScheduleKind.AFTER:
-        initial["after_amount"], initial["after_unit"] = amount_and_unit(loop.after_seconds)
+    schedule = loop.schedule
+    if isinstance(schedule, schedules.Every):
+        initial["every_amount"], initial["every_unit"] = amount_and_unit(schedule.every_seconds)
+    elif isinstance(schedule, schedules.After):
+        initial["after_amount"], initial["after_unit"] = amount_and_unit(schedule.after_seconds)
     else:
         initial.update(cron_expr=loop.cron_expr, tz=loop.tz)
     return initial
@@ -304,8 +320,9 @@ class LoopEditForm(LoopCreateForm):
         shown = self.cleaned_data.get("revision")
         if shown is not None and shown != self.loop.revision:
             # Lets the person's next submit through, now knowingly over the newer revision.
-            self.data = self.data.copy()
-            self.data[self.add_prefix("revision")] = str(self.loop.revision)
+            posted = cast(QueryDict, self.data).copy()  # bound to request.POST (views)
+            posted[self.add_prefix("revision")] = str(self.loop.revision)
+            self.data = posted
             self.add_error(
                 None,
                 f"{self.loop.loop_id} was changed since this page was opened: it is at revision "
@@ -315,10 +332,11 @@ class LoopEditForm(LoopCreateForm):
         patch = self.patch()
         if not patch:
             return self.loop
+        error: ApiError
         try:
             data = LoopPatchIn.model_validate(patch)
             changes = {field: getattr(data, field) for field in ("name", "prompt", "preset") if field in patch}
-            if "schedule" in patch:
+            if data.schedule is not None:  # "schedule" in the patch: payload() always gives one
                 changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=checked_at)
             if "session_id" in patch:
                 changes["target"] = data.session_id

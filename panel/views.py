@@ -9,6 +9,7 @@ edit, each of which the audit trail records with the signed-in staff user as its
 from __future__ import annotations
 
 from functools import wraps
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from django.conf import settings
@@ -417,7 +418,7 @@ def edit(request, loop_id: str):
     sessions = host.list_sessions(limit=PICKER_SESSIONS)
     global_session = host.global_session()
     presets = queries.preset_names(extra=[s.preset for s in sessions])
-    options = {"loop": loop, "sessions": sessions, "global_session": global_session, "presets": presets}
+    options: dict[str, Any] = {"loop": loop, "sessions": sessions, "global_session": global_session, "presets": presets}
     if request.method == "POST":
         form = LoopEditForm(
             request.POST, undecodable=utf8.undecodable_form(request), actor=Actor.user(request.user), **options

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
+from scheduler.message import Source
 from scheduler.rows import LoopRow, RunRow
 from sessions_app.hosts.base import Host
 from sessions_app.records import SessionInfo
@@ -25,7 +27,7 @@ class Target:
 class BatchView:
     """The host as seen by one delivery batch: the batch's sessions are looked up in one go."""
 
-    def __init__(self, host: Host, session_ids: set[str]):
+    def __init__(self, host: Host, session_ids: set[str]) -> None:
         self.host = host
         self.sessions = host.get_sessions(session_ids - {"", "self", "new"})
         self._global: list[SessionInfo | None] = []
@@ -44,7 +46,7 @@ class BatchView:
         self.sessions[session_id] = self.host.resume_session(session_id)
         return self.sessions[session_id]
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.host, name)
 
 
@@ -53,7 +55,7 @@ def _awake(host: Host, session: SessionInfo) -> SessionInfo:
     return host.resume_session(session.session_id) if session.status == "cold" else session
 
 
-def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
+def _new_session(host: Host, loop: LoopRow, run: RunRow, source: Source) -> Target:
     """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
 
     The creator is the source of inheritance (panel-made loops record the global interface as their
@@ -91,7 +93,7 @@ def _new_session(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target
     return Target(session_id, "idle", fallback)
 
 
-def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: dict) -> Target:
+def resolve_target(host: Host, loop: LoopRow, run: RunRow, source: Source) -> Target:
     # The target the run was claimed with: an edit while it is in flight applies to later runs
     # (issue 15: a run in flight finishes with its old revision).
     target = run.target or loop.session_id

@@ -33,6 +33,7 @@ import hashlib
 import logging
 import os
 import time
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -74,6 +75,19 @@ class DshError(HostError):
     def __init__(self, message: str, *, code: str = "", transient: bool):
         super().__init__(message, transient=transient)
         self.code = code
+
+
+# DSH's answers are JSON read defensively: a part of the wrong type counts as absent.
+def _object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _string(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def new_session_id(occurrence_key: str) -> str:
@@ -135,7 +149,7 @@ class DshHost:
             raise DshError(f"DSH sent a malformed answer to {method}.", transient=True)
         if result.get("ok"):
             return result.get("value")
-        error = result.get("error") if isinstance(result.get("error"), dict) else {}
+        error = _object(result.get("error"))
         code = str(error.get("code") or "unknown")
         message = str(error.get("message") or "no message")
         raise DshError(f"DSH {method} failed with {code}: {message}", code=code, transient=code not in PERMANENT_CODES)
@@ -162,8 +176,8 @@ class DshHost:
             status = SessionStatus.IDLE
         else:
             status = SessionStatus.COLD
-        projections = item.get("projections") if isinstance(item.get("projections"), dict) else {}
-        values = projections.get("values") if isinstance(projections.get("values"), dict) else {}
+        projections = _object(item.get("projections"))
+        values = _object(projections.get("values"))
         title = values.get("title") if isinstance(values.get("title"), str) else None
         updated = item.get("updatedAt")
         updated_at = (
@@ -174,7 +188,7 @@ class DshHost:
             status=str(status),
             updated_at=updated_at or from_ms(0),
             title=title.strip() or None if title else None,
-            preset=item.get("agentPreset") if isinstance(item.get("agentPreset"), str) else "",
+            preset=_string(item.get("agentPreset")),
             global_interface=session_id == self.global_session_id,
         )
 
@@ -306,13 +320,13 @@ class DshHost:
         events = self._events_since(session_id, int(source.get("scheduled_at") or 0) - CLOCK_MARGIN_MS)
         queued_on = None  # (inbox target, seq) of the splice that queued it
         for event in events:
-            data = event.get("data") if isinstance(event.get("data"), dict) else {}
+            data = _object(event.get("data"))
             if event.get("type") == "user/message":
-                origin = data.get("source") if isinstance(data.get("source"), dict) else {}
+                origin = _object(data.get("source"))
                 if origin.get("rpcId") == key:
                     return "delivered", str(data.get("id") or event["seq"])
             elif event.get("type") == "agent/inbox/spliced":
-                inserted = data.get("inserted") if isinstance(data.get("inserted"), list) else []
+                inserted = _array(data.get("inserted"))
                 if any(isinstance(item, dict) and (item.get("source") or {}).get("rpcId") == key for item in inserted):
                     queued_on = data.get("target")
                 elif queued_on is not None and data.get("target") == queued_on and data.get("outcome") == "canceled":
@@ -396,7 +410,7 @@ _ABORT_CAUSES = {
 
 
 def _text(message: dict) -> str:
-    content = message.get("content") if isinstance(message.get("content"), list) else []
+    content = _array(message.get("content"))
     parts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
     return "".join(part for part in parts if isinstance(part, str)).strip()
 
@@ -404,7 +418,7 @@ def _text(message: dict) -> str:
 def _final_text(turn: list[dict]) -> str:
     """The turn's last assistant text (its `assistant/message` events), or ""."""
     for event in reversed(turn):
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = _object(event.get("data"))
         if event.get("type") == "assistant/message" and isinstance(data.get("message"), dict):
             if text := _text(data["message"]):
                 return clip(text)
@@ -414,15 +428,15 @@ def _final_text(turn: list[dict]) -> str:
 def map_turn_end(reason: object, turn: list[dict]) -> TurnEnd:
     """A `turn/end` reason as a run outcome; `turn` holds the turn's events from the run's message on."""
     reason = reason if isinstance(reason, dict) else {}
-    kind = reason.get("kind") if isinstance(reason.get("kind"), str) else ""
+    kind = _string(reason.get("kind"))
     if kind == "completed":
         return TurnEnd("succeeded", summary=_final_text(turn))
     if kind == "error":
-        failure = reason.get("error") if isinstance(reason.get("error"), dict) else {}
+        failure = _object(reason.get("error"))
         code, message = str(failure.get("code") or "UNKNOWN"), str(failure.get("message") or "no message")
         return TurnEnd("failed", error=clip(f"DSH ended the turn with an error ({code}): {message}"))
     if kind == "aborted":  # session.cancel, a parent's or a hook's cancellation, a disposed agent
-        cause = reason.get("reason") if isinstance(reason.get("reason"), dict) else {}
+        cause = _object(reason.get("reason"))
         cause_kind = str(cause.get("kind") or "")
         if cause_kind == "hook":
             why = f"a hook cancelled it: {cause.get('reason') or 'no reason given'}"
@@ -455,9 +469,9 @@ def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
     after it by seq. DSH does not deduplicate an rpcId: a repeated message counts from the first."""
     start = None
     for index, event in enumerate(events):
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = _object(event.get("data"))
         if start is None:
-            origin = data.get("source") if isinstance(data.get("source"), dict) else {}
+            origin = _object(data.get("source"))
             if event.get("type") == "user/message" and origin.get("rpcId") == occurrence_key:
                 start = index
         elif event.get("type") == "turn/end":
