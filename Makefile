@@ -70,12 +70,14 @@ dsh:
 run-dsh: $(RUN_STAMP) $(VAR_DIR)/secret_key
 	DSHLOOP_VAR_DIR=$(VAR_DIR) exec scripts/run-dsh.sh "$(DSH_DIR)"
 
-# Style (ruff check, ruff format --check), the import layers (import-linter, pyproject.toml) and the
-# DSH plugin's type-check and build (dsh-plugin/, with DSH's Node 22: skipped without it outside CI).
+# Style (ruff check, ruff format --check), the import layers (import-linter, pyproject.toml), the
+# type check (mypy with django-stubs, [tool.mypy]) and the DSH plugin's type-check and build
+# (dsh-plugin/, with DSH's Node 22: skipped without it outside CI).
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	scripts/build-dsh-plugin.sh "$(DSH_DIR)" lint
 
 # Benchmarks against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:

@@ -14,7 +14,8 @@ one prepared statement is already cheap (no network round trips).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from django.db import connection, models
 
@@ -31,7 +32,22 @@ _PLAIN_TYPES = {
 }
 
 
-def _preparer(column: models.Field):
+def _stored_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    """The field `name` of `model`, one with a column of its own: the only kind these statements write
+    (a reverse relation or a generic foreign key has none)."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field), f"{model.__name__}.{name} is not stored in a column"
+    return field
+
+
+def _column(field: models.Field[Any, Any]) -> str:
+    """The field's column: set on every field stored in a column (django-stubs types it Optional
+    for the private fields that have none)."""
+    assert field.column is not None, f"{field} has no column"
+    return field.column
+
+
+def _preparer(column: models.Field[Any, Any]) -> Callable[[Any], Any] | None:
     """The per-value preparation a column needs, or None when psycopg takes its values as they are."""
     if connection.vendor == "postgresql" and column.get_internal_type() in _PLAIN_TYPES:
         # psycopg dumps str and int subclasses by their value: a TextChoices member is its value.
@@ -39,13 +55,13 @@ def _preparer(column: models.Field):
     return lambda value: column.get_db_prep_save(value, connection)
 
 
-def _prepared(columns: Sequence[models.Field], rows: Iterable[Sequence]) -> list[list]:
+def _prepared(columns: Sequence[models.Field[Any, Any]], rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
     preparers = [_preparer(column) for column in columns]
     if not any(preparers):
         return [list(row) for row in rows]
     plain = lambda value: value  # noqa: E731
-    preparers = [prepare or plain for prepare in preparers]
-    return [[prepare(value) for prepare, value in zip(preparers, row, strict=True)] for row in rows]
+    prepare_each = [prepare or plain for prepare in preparers]
+    return [[prepare(value) for prepare, value in zip(prepare_each, row, strict=True)] for row in rows]
 
 
 class _Unnest:
@@ -53,7 +69,7 @@ class _Unnest:
     one scalar parameter, the others one array parameter each, all sent in binary (psycopg
     dumps array elements one by one in Python, and a batch's runs share most of their columns)."""
 
-    def __init__(self, columns: Sequence[models.Field], rows: list[list]):
+    def __init__(self, columns: Sequence[models.Field[Any, Any]], rows: list[list[Any]]) -> None:
         values = [list(column) for column in zip(*rows, strict=True)]
         self.varying = [i for i, column in enumerate(values) if i == 0 or any(v != column[0] for v in column)]
         self.columns, self.values = columns, values
@@ -62,22 +78,22 @@ class _Unnest:
         """The SQL for column `index` of the current row: `v.<name>`, or its constant's placeholder."""
         column = self.columns[index]
         if index in self.varying:
-            return f"v.{connection.ops.quote_name(column.column)}"
+            return f"v.{connection.ops.quote_name(_column(column))}"
         return f"%b::{column.db_type(connection)}"
 
     def source(self) -> str:
         quote = connection.ops.quote_name
         varying = [self.columns[i] for i in self.varying]
         arrays = ", ".join(f"%b::{column.db_type(connection)}[]" for column in varying)
-        return f"unnest({arrays}) AS v({', '.join(quote(column.column) for column in varying)})"
+        return f"unnest({arrays}) AS v({', '.join(quote(_column(column)) for column in varying)})"
 
-    def params(self, order: Sequence[int]) -> list:
+    def params(self, order: Sequence[int]) -> list[Any]:
         """Parameters for SQL that names the columns in `order` (via value()) before source()."""
         constants = [self.values[i][0] for i in order if i not in self.varying]
         return constants + [self.values[i] for i in self.varying]
 
 
-def _execute_unnest(sql: str, params: list) -> list[tuple]:
+def _execute_unnest(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     """Run `sql` (with one _Unnest) bound on the server; returns what a RETURNING clause sent back.
     It runs on Django's connection, so inside the caller's transaction, and its errors are Django's."""
     # PostgreSQL only, where Django's backend has imported psycopg already: imported here, so that on
@@ -91,16 +107,16 @@ def _execute_unnest(sql: str, params: list) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence]) -> None:
+def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """For each row (primary key, *values): UPDATE model SET fields = values WHERE pk = key."""
     meta = model._meta
     quote = connection.ops.quote_name
-    columns = [meta.pk, *(meta.get_field(name) for name in fields)]
+    columns = [meta.pk, *(_stored_field(model, name) for name in fields)]
     params = _prepared(columns, rows)
     if not params:
         return
-    table, pk = quote(meta.db_table), quote(meta.pk.column)
-    names = [quote(column.column) for column in columns[1:]]
+    table, pk = quote(meta.db_table), quote(_column(meta.pk))
+    names = [quote(_column(column)) for column in columns[1:]]
     if connection.vendor == "postgresql":
         batch = _Unnest(columns, params)
         order = range(1, len(columns))
@@ -114,19 +130,19 @@ def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable
 
 
 def insert_rows(
-    model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence], *, skip_conflicts: bool = False
-) -> set:
+    model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence[Any]], *, skip_conflicts: bool = False
+) -> set[Any]:
     """INSERT the rows (values in `fields` order; the primary key among them); returns the primary
     keys of the rows inserted. With skip_conflicts a row whose unique key exists already is left
     out (ON CONFLICT DO NOTHING) and its key is not returned."""
     meta = model._meta
     quote = connection.ops.quote_name
-    columns = [meta.get_field(name) for name in fields]
+    columns = [_stored_field(model, name) for name in fields]
     params = _prepared(columns, rows)
     if not params:
         return set()
-    table, pk = quote(meta.db_table), quote(meta.pk.column)
-    names = ", ".join(quote(column.column) for column in columns)
+    table, pk = quote(meta.db_table), quote(_column(meta.pk))
+    names = ", ".join(quote(_column(column)) for column in columns)
     conflict = " ON CONFLICT DO NOTHING" if skip_conflicts else ""
     if connection.vendor == "postgresql":
         batch = _Unnest(columns, params)
@@ -141,7 +157,7 @@ def insert_rows(
             return {row[fields.index(meta.pk.name)] for row in params}
         # SQLite's executemany cannot return rows: ask which of the new keys are there now.
         keys = [row[fields.index(meta.pk.name)] for row in params]
-        inserted = set()
+        inserted: set[Any] = set()
         for start in range(0, len(keys), _SQLITE_MAX_VARIABLES):
             chunk = keys[start : start + _SQLITE_MAX_VARIABLES]
             cursor.execute(f"SELECT {pk} FROM {table} WHERE {pk} IN ({', '.join('%s' for _ in chunk)})", chunk)

@@ -36,7 +36,7 @@ class ApiError(Exception):
         if status:
             self.status = status
 
-    def body(self) -> dict:
+    def body(self) -> dict[str, dict[str, str]]:
         error = {"code": self.code, "message": self.message}
         if self.field:
             error["field"] = self.field

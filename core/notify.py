@@ -11,8 +11,12 @@ from __future__ import annotations
 import logging
 import select
 import time
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connection
+
+if TYPE_CHECKING:
+    import psycopg
 
 logger = logging.getLogger("dshloop.notify")
 
@@ -55,11 +59,11 @@ class Listener:
 
     def __init__(self, channel: str):
         self.channel = channel
-        self.conn = None
+        self.conn: psycopg.Connection[Any] | None = None
         self.failures = 0  # failed connection attempts in a row
         self.reconnect_at = 0.0  # monotonic time of the next attempt
 
-    def _connect(self):
+    def _connect(self) -> None:
         # PostgreSQL only, where Django has imported psycopg already. Imported here, SQLite's
         # scheduler keeps it (megabytes) out of its cluster's processes, which import this module
         # with the broker.
@@ -107,6 +111,7 @@ class Listener:
                 return True  # what was notified while the server was away is lost: look now
         try:
             conn = self.conn
+            assert conn is not None  # connected above
             # Wait on the socket ourselves: psycopg's notifies(timeout=…) wakes every 0.1 s to
             # check its timeout, a measurable CPU cost for an idle scheduler.
             readable, _, _ = select.select([conn.fileno()], [], [], timeout)

@@ -10,10 +10,12 @@ an inbox message would write those indexes too: 3 of a run's 8 indexes. A migrat
 from __future__ import annotations
 
 from django.db import migrations
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.migrations.state import StateApps
 
 
 def drop_pattern_indexes(*tables: str) -> migrations.RunPython:
-    def forward(apps, schema_editor):
+    def forward(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         if schema_editor.connection.vendor != "postgresql":
             return
         with schema_editor.connection.cursor() as cursor:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated
 
+from annotated_types import GroupedMetadata
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 from core.http import CALLER_HEADER
@@ -41,8 +44,17 @@ def _no_nul(value: str) -> str:
     return value
 
 
-def text(max_length: int):
-    return Annotated[str, StringConstraints(strict=True, max_length=max_length), AfterValidator(_no_nul)]
+@dataclass(frozen=True)
+class Text(GroupedMetadata):
+    """Free text of at most `max_length` characters, never coerced and without NUL:
+    `Annotated[str, Text(200)]`. Pydantic unpacks it into its two rules, in this order; metadata
+    rather than a function returning the Annotated type, which a type checker cannot read."""
+
+    max_length: int
+
+    def __iter__(self) -> Iterator[object]:
+        yield StringConstraints(strict=True, max_length=self.max_length)
+        yield AfterValidator(_no_nul)
 
 
 class ErrorDetail(BaseModel):
@@ -57,7 +69,7 @@ class ErrorOut(BaseModel):
     error: ErrorDetail
 
 
-def answers(ok, *error_statuses: int) -> dict:
+def answers(ok: type[BaseModel], *error_statuses: int) -> dict[int, type[BaseModel]]:
     """An operation's documented responses: `ok` for 200, the error body for 401, 403, 422 and the rest."""
     return {200: ok, **{status: ErrorOut for status in sorted({401, 403, 422, *error_statuses})}}
 

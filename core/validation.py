@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -18,7 +19,7 @@ _UNION_TAGS = {"every", "after", "cron"}
 _MODEL_FIELDS = {"model", "model_effort", "effort", "reasoning_effort"}
 
 
-def field_path(loc: tuple | list) -> str:
+def field_path(loc: Sequence[int | str]) -> str:
     parts = [str(part) for part in loc]
     while parts and parts[0] in _WRAPPERS:
         parts.pop(0)
@@ -27,7 +28,7 @@ def field_path(loc: tuple | list) -> str:
     return ".".join(parts)
 
 
-def _message(error: dict, field: str) -> str:
+def _message(error: Mapping[str, Any], field: str) -> str:
     kind = error.get("type", "")
     ctx = error.get("ctx") or {}
     loc = error.get("loc") or ("",)
@@ -71,8 +72,9 @@ def _message(error: dict, field: str) -> str:
     return f"'{field}': {error.get('msg', 'invalid value')}." if field else str(error.get("msg", "Invalid input."))
 
 
-def invalid_input_from(errors: list[dict]) -> InvalidInput:
-    """The first error is reported: one clear sentence beats a wall of them."""
+def invalid_input_from(errors: Sequence[Mapping[str, Any]]) -> InvalidInput:
+    """The first error is reported: one clear sentence beats a wall of them. The errors are pydantic's
+    (ErrorDetails) or ninja's dicts of the same shape."""
     error = errors[0] if errors else {}
     field = field_path(error.get("loc", ()))
     if error.get("type") == "union_tag_not_found" or error.get("type") == "union_tag_invalid":
@@ -81,7 +83,8 @@ def invalid_input_from(errors: list[dict]) -> InvalidInput:
 
 
 @cache
-def _adapter(kind: Any) -> TypeAdapter:
+def _adapter(kind: Any) -> TypeAdapter[str]:
+    # Every kind is str under its constraints (Identifier or narrower).
     return TypeAdapter(kind)
 
 
@@ -95,7 +98,7 @@ def check_identifier(value: object, *, field: str, kind: Any = Identifier) -> st
         raise invalid_input_from([{**error, "loc": (field,)} for error in exc.errors()]) from exc
 
 
-def is_identifier(value: object, kind: Any = Identifier) -> bool:
+def is_identifier(value: object, kind: Any = Identifier) -> TypeGuard[str]:
     try:
         _adapter(kind).validate_python(value)
     except PydanticValidationError:

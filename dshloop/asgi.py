@@ -60,7 +60,9 @@ class Application:
         }
         self.mcp_app = BodyFirst(self.mcp, **bodies)
         bridge = WSGIMiddleware(a2wsgi_environ(django_wsgi))
-        self.django = SendDeadline(BodyFirst(bridge, **bodies), stall=settings.DSHLOOP_RESPONSE_STALL_SECONDS)
+        # a2wsgi types its app against its own per-event TypedDicts; as an ASGI app it takes any scope.
+        django_app = BodyFirst(bridge, **bodies)  # type: ignore[arg-type]
+        self.django = SendDeadline(django_app, stall=settings.DSHLOOP_RESPONSE_STALL_SECONDS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":

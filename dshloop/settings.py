@@ -207,7 +207,7 @@ TEMPLATES = [
 ]
 
 
-def database_from_url(url: str) -> dict:
+def database_from_url(url: str) -> dj_database_url.DBConfig:
     try:
         config = dj_database_url.parse(url)
     except (ValueError, KeyError) as exc:

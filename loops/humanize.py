@@ -78,7 +78,7 @@ def short_span(seconds: float) -> str:
     seconds = int(abs(seconds))
     if seconds < 60:
         return f"{seconds} s"
-    parts = []
+    parts: list[tuple[int, str]] = []
     for size, unit in _SHORT:
         if seconds >= size or parts:
             count, seconds = divmod(seconds, size)
@@ -248,12 +248,12 @@ def cron_words(expr: str) -> str | None:
         days_of_week = _numbers(dow, 0, 7, _DAY_NAMES)
         if days_of_month is not None and days_of_week is not None:
             return None  # cron ORs the two day fields: too subtle for a phrase, show the raw expression
-        if days_of_month is None and days_of_week is None:
-            days = "every day"
+        if days_of_month is not None:
+            days = f"on day {_ordinal_days(days_of_month)}"
         elif days_of_week is not None:
             days = _days_of_week(days_of_week)
         else:
-            days = f"on day {_ordinal_days(days_of_month)}"
+            days = "every day"
         if months is None:
             if days_of_month is not None:
                 days += " of every month"

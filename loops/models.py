@@ -121,12 +121,15 @@ SCHEDULE_COLUMNS = ("kind", "every_seconds", "after_seconds", "cron_expr", "tz")
 def schedule_of_columns(
     kind: str, every_seconds: int | None, after_seconds: int | None, cron_expr: str, tz: str
 ) -> schedules.Schedule:
-    """The schedule stored in a row's SCHEDULE_COLUMNS (in that order)."""
-    if kind == ScheduleKind.EVERY:
+    """The schedule stored in a row's SCHEDULE_COLUMNS (in that order). ValueError for columns
+    that describe none (a row written by hand)."""
+    if kind == ScheduleKind.EVERY and every_seconds is not None:
         return schedules.Every(every_seconds)
-    if kind == ScheduleKind.AFTER:
+    if kind == ScheduleKind.AFTER and after_seconds is not None:
         return schedules.After(after_seconds)
-    return schedules.Cron(cron_expr, tz or None)
+    if kind == ScheduleKind.CRON:
+        return schedules.Cron(cron_expr, tz or None)
+    raise ValueError(f"the schedule columns of a {kind!r} loop are incomplete")
 
 
 def columns_of_schedule(schedule: schedules.Schedule) -> dict[str, object]:
@@ -210,7 +213,7 @@ class LoopRun(models.Model):
     def save(self, *args, **kwargs) -> None:
         """A run made one at a time (run now; the claim stores its batch's in one statement) stores
         its revision's prompt, unless that revision's is stored already: the prompt given
-        (`LoopRun(prompt=…)`), else the loop's, which is at this revision while its row is locked."""
+        (`run.prompt = …`), else the loop's, which is at this revision while its row is locked."""
         adding = self._state.adding
         super().save(*args, **kwargs)
         if not adding:

@@ -84,13 +84,9 @@ def loop_state(loop: Loop, now: datetime) -> str:
 
 def loop_row(loop: Loop) -> LoopListRow:
     """A loop as the row a list reads for it."""
-    return LoopListRow(
-        **{
-            column: row_us(getattr(loop, column.removesuffix("_us")))
-            if column.endswith("_us")
-            else getattr(loop, column)
-            for column in LOOP_VIEW_COLUMNS
-        }
+    return LoopListRow._make(
+        row_us(getattr(loop, column.removesuffix("_us"))) if column.endswith("_us") else getattr(loop, column)
+        for column in LOOP_VIEW_COLUMNS
     )
 
 
@@ -105,8 +101,8 @@ def loop_views(rows: Iterable[Sequence[Any]], *, now: datetime) -> list[dict]:
     runs once per listed loop; unset fields are omitted. Loops with the same schedule share its
     view (a list holds few distinct schedules): treat the views as read-only."""
     overdue_before = row_us(now - OVERDUE_AFTER)
-    schedule_views: dict[tuple, dict] = {}
-    views = []
+    schedule_views: dict[Any, dict[str, Any]] = {}  # by the row's schedule columns
+    views: list[dict[str, Any]] = []
     append = views.append
     for row in rows:
         # The schedule's columns are not unpacked: its view is made once per distinct schedule.

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import QuerySet
 
 from core.timeutil import to_ms
 from loops.models import RunStatus
 
 OPEN_STATUSES = (RunStatus.CLAIMED, RunStatus.DELIVERING)
+
+_Rows = TypeVar("_Rows", bound=QuerySet[Any, Any])
 
 
 def new_run_id() -> str:
@@ -40,7 +44,7 @@ def lease() -> timedelta:
     return timedelta(seconds=settings.DSHLOOP_RUN_LEASE_SECONDS)
 
 
-def free_rows(queryset):
+def free_rows(queryset: _Rows) -> _Rows:
     """The rows no other transaction holds, locked for this one: for taking work (claims, leases)
     that any of several schedulers may take. Rows another transaction has locked are skipped.
 

@@ -300,6 +300,13 @@ def upcoming(schedule: Schedule, *, created_at: datetime, start: datetime, count
     return list(islice(_occurrences_after(schedule, created, after, host_tz), count))
 
 
+def _offset(moment: datetime) -> timedelta:
+    """The UTC offset of an aware moment (utcoffset() is None only for a naive one)."""
+    offset = moment.utcoffset()
+    assert offset is not None, moment
+    return offset
+
+
 def _cron_latest(cron: Cron, now: datetime, host_tz: str) -> datetime | None:
     """The latest occurrence at or before `now`, found directly (croniter get_prev)."""
     zone = _cron_zone(cron, host_tz)
@@ -310,7 +317,7 @@ def _cron_latest(cron: Cron, now: datetime, host_tz: str) -> datetime | None:
         if local.fold:
             # now is in the second copy of a repeated hour: later wall times of that hour already
             # fired (first copy), so search back from the overlap's end and drop instants after now.
-            start_wall += local.replace(fold=0).utcoffset() - local.utcoffset()
+            start_wall += _offset(local.replace(fold=0)) - _offset(local)
     except OverflowError:  # local wall time past year 9999
         return None
     scan = _cron_scan(normalize_cron(cron.expr), zone, start_wall, backwards=True, keep=lambda t: t <= now)

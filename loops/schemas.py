@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
 from core.errors import InvalidInput
-from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, text
+from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, Text
 from loops import schedules
 
 MAX_PROMPT_CHARS = 100_000
@@ -43,7 +43,8 @@ def _trimmed_non_empty(value: str) -> str:
 
 
 Prompt = Annotated[
-    text(MAX_PROMPT_CHARS),
+    str,
+    Text(MAX_PROMPT_CHARS),
     AfterValidator(_trimmed_non_empty),
     AfterValidator(_deliverable),
     Field(
@@ -79,8 +80,8 @@ class CronSchedule(StrictModel):
     """Wall-clock schedule, 5-field cron, in tz (IANA) or the host time zone."""
 
     kind: Literal["cron"]
-    expr: Annotated[text(200), Field(min_length=1, description='e.g. "30 9 * * 1-5"')]
-    tz: Annotated[text(64), Field(description='IANA name, e.g. "Asia/Shanghai"')] | None = None
+    expr: Annotated[str, Text(200), Field(min_length=1, description='e.g. "30 9 * * 1-5"')]
+    tz: Annotated[str, Text(64), Field(description='IANA name, e.g. "Asia/Shanghai"')] | None = None
 
     def to_schedule(self, *, host_tz: str, now: datetime) -> schedules.Schedule:
         """STYLE 3: valid only if a next occurrence can be computed; else the contract's error."""
@@ -123,12 +124,12 @@ class LoopCreateIn(StrictModel):
             raise InvalidInput(
                 "Give either 'schedule' or the deprecated 'time_in_seconds', not both.", field="time_in_seconds"
             )
-        if self.schedule is None and self.v1_interval is None:
+        if self.v1_interval is not None:
+            return schedules.Every(self.v1_interval)
+        if self.schedule is None:
             raise InvalidInput(
                 '\'schedule\' is required, e.g. {"kind": "every", "every_seconds": 600}.', field="schedule"
             )
-        if self.v1_interval is not None:
-            return schedules.Every(self.v1_interval)
         return self.schedule.to_schedule(host_tz=host_tz, now=now)
 
 
@@ -223,7 +224,7 @@ class LoopPatchIn(StrictModel):
     """contract §9 PATCH: any of these; validated as loop_create validates them. `name: null`
     removes the name."""
 
-    name: Annotated[text(120), Field(description="A display name for people; null removes it.")] | None = None
+    name: Annotated[str, Text(120), Field(description="A display name for people; null removes it.")] | None = None
     prompt: Prompt | None = None
     schedule: ScheduleIn | None = None
     session_id: Annotated[Identifier, Field(description='"self", "new" or an existing session ID.')] | None = None
@@ -287,8 +288,10 @@ class OutcomeIn(StrictModel):
     """contract §10: how the turn a delivery started ended, as its host saw it."""
 
     status: Literal["succeeded", "failed", "cancelled"]
-    summary: text(4000) | None = Field(None, description="What the turn did, in a sentence or a paragraph.")
-    error: text(4000) | None = Field(None, description="Why the turn failed, when it did.")
+    summary: Annotated[str, Text(4000)] | None = Field(
+        None, description="What the turn did, in a sentence or a paragraph."
+    )
+    error: Annotated[str, Text(4000)] | None = Field(None, description="Why the turn failed, when it did.")
 
 
 class RunsOut(BaseModel):

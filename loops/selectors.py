@@ -137,7 +137,8 @@ def _read_binary(connection, pg_connection, statement: tuple[str, Sequence], *, 
     with connection.wrap_database_errors, psycopg.Cursor(pg_connection) as cursor:
         cursor.adapters.register_loader("timestamptz", Int8BinaryLoader)
         if capabilities.has_stream_chunked():
-            with closing(cursor.stream(*statement, binary=True, size=size)) as rows:
+            # stream() is typed an Iterator; it is a generator, whose close() cancels the statement.
+            with closing(cursor.stream(*statement, binary=True, size=size)) as rows:  # type: ignore[type-var]
                 while chunk := list(islice(rows, size)):
                     yield chunk
         else:

@@ -122,8 +122,8 @@ def _parse(record: object) -> tuple[V1Record | None, str]:
     """The record checked on its own, or None and one line saying everything wrong with it."""
     if not isinstance(record, dict):
         return None, f"a record must be a JSON object, not a JSON {_json_type(record)}."
-    if getattr(record, "duplicate_keys", ()):
-        keys = ", ".join(f"'{key}'" for key in record.duplicate_keys)
+    if duplicates := getattr(record, "duplicate_keys", ()):
+        keys = ", ".join(f"'{key}'" for key in duplicates)
         return None, f"{keys} given more than once, so the record is ambiguous."
     try:
         return V1Record.model_validate(record), ""

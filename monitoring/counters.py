@@ -47,7 +47,7 @@ def _bucket_of(seconds: float) -> int:
 class Tally:
     """What one batch adds: count its finished runs, then `save()` inside its transaction."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
     def finished(self, status: str, count: int = 1) -> None:

@@ -84,9 +84,11 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
     )
 
 
-def _moment(value) -> datetime | None:
+def _moment(value: datetime | str | None) -> datetime | None:
     """A timestamp from the raw statement: PostgreSQL returns a datetime; SQLite the text Django
     stored, in UTC."""
     if value is None or isinstance(value, datetime):
         return value
-    return parse_datetime(value).replace(tzinfo=UTC)
+    moment = parse_datetime(value)
+    assert moment is not None, value  # Django wrote it, in its own form
+    return moment.replace(tzinfo=UTC)

@@ -97,7 +97,7 @@ class HealthProblemsOut(BaseModel):
     problems: list[str] = Field(description="What is wrong, one short sentence each.")
 
 
-RESPONSES = {200: HealthOut, 503: HealthProblemsOut}
+RESPONSES: dict[int, type[BaseModel]] = {200: HealthOut, 503: HealthProblemsOut}
 
 
 def scheduler_view(*, instances: int, last_tick_at: datetime | None) -> dict:

@@ -9,9 +9,11 @@ the contract's error message comes back inline on the field it names (ApiError.f
 from __future__ import annotations
 
 import zoneinfo
+from typing import cast
 
 from django import forms
 from django.conf import settings
+from django.http import QueryDict
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -80,14 +82,25 @@ class LoopCreateForm(forms.Form):
     every_amount = forms.IntegerField(
         required=False, initial=10, label="Every", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
     )
+    # django-stubs type empty_value as str | None; Django returns any value as it is (the coerced int).
     every_unit = forms.TypedChoiceField(
-        choices=UNITS, coerce=int, initial="60", label="Unit", required=False, empty_value=60
+        choices=UNITS,
+        coerce=int,
+        initial="60",
+        label="Unit",
+        required=False,
+        empty_value=60,  # type: ignore[arg-type]
     )
     after_amount = forms.IntegerField(
         required=False, initial=30, label="After", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
     )
     after_unit = forms.TypedChoiceField(
-        choices=UNITS, coerce=int, initial="60", label="Unit", required=False, empty_value=60
+        choices=UNITS,
+        coerce=int,
+        initial="60",
+        label="Unit",
+        required=False,
+        empty_value=60,  # type: ignore[arg-type]  # as every_unit
     )
     cron_expr = forms.CharField(
         required=False,
@@ -135,7 +148,7 @@ class LoopCreateForm(forms.Form):
             ("new", "A fresh session for every run (new)"),
             ("session", "An existing session"),
         ]
-        self.fields["target"].choices = targets
+        cast(forms.ChoiceField, self.fields["target"]).choices = targets
         self.fields["target"].initial = "current" if current_session else "self" if global_session else "new"
         self.fields["session"].widget.choices = [("", "Choose a session…")] + [
             (s.session_id, session_label(s)) for s in sessions
@@ -188,8 +201,10 @@ class LoopCreateForm(forms.Form):
 
     def save(self) -> Loop | None:
         """Create the loop through the service, or put the contract's message on the right field."""
+        error: ApiError
         try:
             data = LoopCreateIn.model_validate(self.payload())
+            assert data.session_id is not None  # every target choice names one (payload)
             # contract §2: a loop created from the panel records the global interface session as its
             # creator (none when there is none).
             return create.loop_create_from(
@@ -298,12 +313,13 @@ class LoopEditForm(LoopCreateForm):
     def save(self, *, now=None) -> Loop | None:
         """Edit the loop through loop_edit_from with what changed (the loop as it is when
         nothing did), or put the contract's message on the right field. The edit reads the clock
-        once it holds the loop's lock (loops.operations); `now` overrides it (tests)."""
+        once it holds the loop's lock (loops.services.locking); `now` overrides it (tests)."""
         shown = self.cleaned_data.get("revision")
         if shown is not None and shown != self.loop.revision:
             # Lets the person's next submit through, now knowingly over the newer revision.
-            self.data = self.data.copy()
-            self.data[self.add_prefix("revision")] = str(self.loop.revision)
+            posted = cast(QueryDict, self.data).copy()  # bound to request.POST (views)
+            posted[self.add_prefix("revision")] = str(self.loop.revision)
+            self.data = posted
             self.add_error(
                 None,
                 f"{self.loop.loop_id} was changed since this page was opened: it is at revision "
@@ -313,6 +329,7 @@ class LoopEditForm(LoopCreateForm):
         patch = self.patch()
         if not patch:
             return self.loop
+        error: ApiError
         try:
             data = LoopPatchIn.model_validate(patch)
             return edit.loop_edit_from(self.loop.loop_id, data, actor=self.actor, now=now)

@@ -112,7 +112,11 @@ class CappedPaginator(Paginator):
     is counted exactly.
     """
 
-    def __init__(self, object_list, per_page: int, *, page, at_least: int = 1000, exact_beyond: int = 10**9):
+    object_list: QuerySet[Loop]  # counted by the database, never as a list
+
+    def __init__(
+        self, object_list: QuerySet[Loop], per_page: int, *, page, at_least: int = 1000, exact_beyond: int = 10**9
+    ):
         super().__init__(object_list, per_page)
         try:
             number = int(page)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import overload
 from urllib.parse import quote
 
 from django.conf import settings
@@ -181,6 +182,10 @@ class LoopTableRow(_ReadByName):
         return self.loop.state != LoopState.COMPLETED
 
 
+@overload
+def when(moment: datetime, zone_name: str, now: datetime) -> When: ...
+@overload
+def when(moment: datetime | None, zone_name: str, now: datetime) -> When | None: ...
 def when(moment: datetime | None, zone_name: str, now: datetime) -> When | None:
     if moment is None:
         return None
@@ -248,7 +253,7 @@ def loop_title(loop: Loop) -> str:
 
 # -- the audit trail (contract §9 events) -------------------------------------------------------------
 
-EVENT_WORDS = {
+EVENT_WORDS: dict[str, str] = {
     EventKind.CREATED: "Created",
     EventKind.EDITED: "Edited",
     EventKind.PAUSED: "Paused",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.http import HttpRequest
 from ninja import Router
 
 from core.schemas import answers
@@ -14,7 +15,7 @@ host_runs_router = Router(auth=host_auth, tags=["host"])
 
 
 @host_runs_router.post("/runs/{run_id}/outcome", response=answers(RunView, 404, 409), exclude_none=True)
-def run_outcome(request, run_id: str, payload: OutcomeIn):
+def run_outcome(request: HttpRequest, run_id: str, payload: OutcomeIn) -> dict[str, object]:
     """Record how the turn a delivery started ended: the delivered message's `source.run_id` names
     the run. The same outcome again answers 200 and changes nothing (the first summary stays); a
     different one is 409 outcome_recorded. A `failed` outcome counts as a failure of its loop

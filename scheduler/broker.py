@@ -34,30 +34,35 @@ WAIT_SLICE = 1.0
 ERROR_RECHECK = 5.0
 
 
-class NotifyingORM(ORM):
-    def __init__(self, list_key: str = None):
+# A task on the queue as django-q2 hands it to its pusher: its row's key and its signed payload.
+Task = tuple[int, str]
+
+
+class NotifyingORM(ORM):  # type: ignore[misc]  # django-q2 ships no types: its ORM broker is Any to mypy
+    def __init__(self, list_key: str | None = None) -> None:
         super().__init__(list_key=list_key)
         self.listener = Listener(TASKS_CHANNEL)
         self.look_at = 0.0  # monotonic time of the next look at the table
 
-    def enqueue(self, task):
-        package_id = super().enqueue(task)
+    def enqueue(self, task: str) -> int:
+        package_id: int = super().enqueue(task)
         notify(TASKS_CHANNEL)  # delivered when the enqueuing transaction commits
         return package_id
 
-    def _take(self):
+    def _take(self) -> list[Task]:
         """Lock up to BULK due tasks (compare-and-swap on their lock, as the stock broker does)."""
         now = timezone.now()
         queue = self.get_connection()
-        taken = []
+        taken: list[Task] = []
         for task in queue.filter(key=self.list_key, lock__lt=now)[: Conf.BULK]:
             if queue.filter(id=task.id, lock=task.lock).update(lock=now + timedelta(seconds=Conf.RETRY)):
                 taken.append((task.pk, task.payload))
         return taken
 
-    def dequeue(self):
+    def dequeue(self) -> list[Task] | None:
         if not can_listen():
-            return super().dequeue()
+            stock: list[Task] | None = super().dequeue()
+            return stock
         if time.monotonic() >= self.look_at:
             try:
                 tasks = self._take()
@@ -75,9 +80,9 @@ class NotifyingORM(ORM):
             self.look_at = 0.0
         return None
 
-    def acknowledge(self, task_id):
+    def acknowledge(self, task_id: int) -> None:
         try:
-            return super().acknowledge(task_id)
+            super().acknowledge(task_id)
         except DatabaseError as exc:
             # Raised, this would kill django-q2's monitor. Unacknowledged, the task is handed out
             # again once its lock (`retry`) runs out, and driving its runs again does nothing:

@@ -58,6 +58,12 @@ def _insert(runs: list[NewRun], *, skip_conflicts: bool = False) -> set[str]:
     return insert_rows(LoopRun, RUN_COLUMNS, rows, skip_conflicts=skip_conflicts)
 
 
+def _deadline(loop: Loop) -> datetime:
+    """The deadline a claim takes: every due loop has one (next_at <= now, or settled from its text)."""
+    assert loop.next_at is not None, loop.loop_id
+    return loop.next_at
+
+
 def _finish_unsent(run: NewRun, status: str, error: str, now: datetime) -> None:
     """A run that is recorded finished at its claim and never handed to a driver."""
     run.status, run.error, run.finished_at, run.retry_at, run.attempt = status, error, now, None, 0
@@ -66,7 +72,7 @@ def _finish_unsent(run: NewRun, status: str, error: str, now: datetime) -> None:
 def _record_broken(loop: Loop, error: Exception, now: datetime, tally: Tally) -> None:
     """One loop whose schedule cannot be computed fails alone (its own savepoint)."""
     message = f"The schedule could not be computed: {error}"
-    run = _new_run(loop, scheduled_at=loop.next_at, now=now)
+    run = _new_run(loop, scheduled_at=_deadline(loop), now=now)
     _finish_unsent(run, RunStatus.FAILED, message, now)
     log_occurrence(logger, logging.ERROR, run, RunStatus.FAILED, now=now, error=message)
     with transaction.atomic():
@@ -103,7 +109,7 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
     run is returned already `skipped` (the reason in `error`, itself counted in `missed`) and the
     loop goes on with its next occurrence; a one-shot has none, so it fails (retryable)."""
     catch_up = schedules.catch_up(
-        loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
+        loop.schedule, created_at=loop.anchor, due_at=_deadline(loop), now=now, host_tz=settings.TIME_ZONE
     )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
     one_shot = loop.schedule.one_shot
@@ -138,7 +144,8 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         runs, advanced, tally = [], [], Tally()
         for loop in loops:
             if stores_text():
-                loop.next_at = settle(loop, loop.stored_next_at, now=now)
+                # `due` was read through stored() on this path (the type of `due` is the other path's).
+                loop.next_at = settle(loop, loop.stored_next_at, now=now)  # type: ignore[attr-defined]
                 if loop.next_at is None or loop.next_at > now:
                     continue  # set aside, or only due in its old text form
             due_at = loop.next_at

@@ -43,7 +43,7 @@ from scheduler.occurrence_log import log_occurrence
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, resolve_target
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import HostError, Message
+from sessions_app.hosts.base import Host, HostError, Message
 
 logger = logging.getLogger("dshloop.delivery")
 
@@ -54,7 +54,8 @@ BACKOFF_CAP = timedelta(seconds=60)
 
 def backoff(attempt: int) -> timedelta:
     """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5: about 31 s of patience in all."""
-    return min(BACKOFF_BASE * 2 ** (attempt - 1), BACKOFF_CAP)
+    factor: float = 2 ** (attempt - 1)  # typeshed cannot tell an int power from a float one
+    return min(BACKOFF_BASE * factor, BACKOFF_CAP)
 
 
 @dataclass
@@ -150,7 +151,7 @@ def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, st
     return prompts
 
 
-def _prepare(run: RunRow, loop: DeliveryLoop | None, host, prompt: str) -> Outcome | Message:
+def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: str) -> Outcome | Message:
     """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
     if run.attempt > MAX_ATTEMPTS:
         # Handed out again and again, and every driver died before recording an outcome: a
@@ -184,7 +185,7 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host, prompt: str) -> Outco
     )
 
 
-def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host) -> list[Outcome]:
+def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Outcome]:
     view = BatchView(
         host,
         {loop.session_id for loop in loops.values()}
@@ -208,7 +209,7 @@ def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host) -> list[O
         )
         for (run, _), result in zip(pending, results, strict=True)
     }
-    return [delivered.get(run.run_id) or item for run, item in prepared]
+    return [delivered[run.run_id] if isinstance(item, Message) else item for run, item in prepared]
 
 
 def _still_leased(runs: list[RunRow]) -> list[RunRow]:

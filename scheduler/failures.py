@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from django.conf import settings
 
@@ -43,7 +44,9 @@ def is_failure(status: str, outcome: str) -> bool:
 
 def auto_pause_reason(error: str) -> str:
     reason = AUTO + (error or "failed").strip()
-    return reason if len(reason) <= _REASON_LENGTH else reason[: _REASON_LENGTH - 1] + "…"
+    if _REASON_LENGTH is None or len(reason) <= _REASON_LENGTH:  # None: a field without a limit
+        return reason
+    return reason[: _REASON_LENGTH - 1] + "…"
 
 
 def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> None:
@@ -86,16 +89,30 @@ def count_failures(loop_id: str) -> int:
     ).first()
     if resumed is not None:
         finished = finished.filter(claimed_at__gte=resumed)
-    finished = finished.values_list("status", "outcome")
+    verdicts = finished.values_list("status", "outcome")
     streak = 0
-    for status, outcome in finished.iterator(chunk_size=50):
+    for status, outcome in verdicts.iterator(chunk_size=50):
         if not is_failure(status, outcome):
             break
         streak += 1
     return streak
 
 
-def take_outcome(loop: Loop, run: LoopRun, *, now: datetime, latest: bool = True) -> None:
+class ReportedRun(Protocol):
+    """What the policy reads of a run whose turn's outcome its host reported: a LoopRun (the
+    report itself), or a delivery's run row (a report that came before the delivery's record)."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def manual(self) -> bool: ...
+
+
+def take_outcome(loop: Loop, run: ReportedRun, *, now: datetime, latest: bool = True) -> None:
     """A locked loop takes in a turn outcome its host reported for `run`: the loop row shows it
     while the run is its latest, and a scheduled run's verdict changes the streak (recounted
     from the history, since the delivery may already have reset or raised it)."""

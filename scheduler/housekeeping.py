@@ -53,7 +53,7 @@ class _Schedule:
 class PruneJob:
     """The retention rules (scheduler.retention), one bounded batch per step; `now` is taken once per pass."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.pruner: Pruner | None = None
 
     def step(self) -> bool:

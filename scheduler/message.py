@@ -31,7 +31,11 @@ def loop_message(*, loop_id: str, prompt: str) -> str:
     return f"<loop>\n  <loop_id>{_escape(loop_id)}</loop_id>\n  <prompt>{_escape(prompt)}</prompt>\n</loop>"
 
 
-def run_source(run: SourceRun) -> dict:
+# The `source` a delivery hands its host with the message (contract §5): what sent it.
+Source = dict[str, str | int]
+
+
+def run_source(run: SourceRun) -> Source:
     return {
         "kind": "loop",
         "loop_id": run.loop_id,

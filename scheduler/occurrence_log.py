@@ -9,16 +9,29 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Protocol
+
+
+class OccurrenceRun(Protocol):
+    """What the log line names of a run (a row of scheduler.rows): this module stays pure, below the models."""
+
+    loop_id: str
+    run_id: str
+    occurrence_key: str
+    scheduled_at: datetime
+    attempt: int
+    missed: int
+    target_session_id: str
 
 
 def _iso_ms(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def occurrence_fields(run, outcome: str, *, now: datetime, error: str = "") -> dict:
+def occurrence_fields(run: OccurrenceRun, outcome: str, *, now: datetime, error: str = "") -> dict[str, object]:
     """The facts of one occurrence's outcome: `run` is a run row (scheduler.rows) with its IDs, key,
     schedule time, attempt and target."""
-    fields = {
+    fields: dict[str, object] = {
         "loop_id": run.loop_id,
         "run_id": run.run_id,
         "occurrence_key": run.occurrence_key,
@@ -34,7 +47,9 @@ def occurrence_fields(run, outcome: str, *, now: datetime, error: str = "") -> d
     return fields
 
 
-def log_occurrence(logger: logging.Logger, level: int, run, outcome: str, *, now: datetime, error: str = "") -> None:
+def log_occurrence(
+    logger: logging.Logger, level: int, run: OccurrenceRun, outcome: str, *, now: datetime, error: str = ""
+) -> None:
     """Log one occurrence: `loop=… scheduled=… outcome=… target=… attempt=… missed=… error=…`."""
     if not logger.isEnabledFor(level):
         return

@@ -46,11 +46,12 @@ def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
         .order_by("finished_at")  # the oldest first: they leave the window soonest
         .values_list("run_id", "target_session_id", "occurrence_key", "started_at", "finished_at")[:limit]
     )
-    refs = [
+    refs = []
+    for run_id, session_id, key, started_at, finished_at in pending:
         # The message cannot predate the run's first delivery attempt (started_at).
-        RunRef(run_id, session_id, key, to_ms(started_at or finished_at))
-        for run_id, session_id, key, started_at, finished_at in pending
-    ]
+        sent = started_at or finished_at
+        assert sent is not None  # a delivered run has finished (the filter above)
+        refs.append(RunRef(run_id, session_id, key, to_ms(sent)))
     if not refs:
         return 0
     try:

@@ -50,7 +50,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from loops.models import Loop, LoopPrompt, LoopRun, RunStatus
 from loops.runs import OPEN_STATUSES
@@ -79,7 +79,7 @@ class _Cutoff:
     run_id: str
     busy_since: datetime  # a `running` session updated since then is in use
 
-    def runs_below(self):
+    def runs_below(self) -> QuerySet[LoopRun]:
         """Its terminal runs below the cutoff, but for those whose session is still in use."""
         return (
             LoopRun.objects.filter(loop_id=self.loop_id, status__in=TERMINAL_STATUSES)
@@ -88,7 +88,7 @@ class _Cutoff:
         )
 
 
-def _in_use(since: datetime):
+def _in_use(since: datetime) -> QuerySet[SessionHeader]:
     """Sessions made for runs whose turn still goes on (created_for's unique index finds a run's)."""
     return SessionHeader.objects.filter(status=SessionStatus.RUNNING, updated_at__gte=since)
 
@@ -112,7 +112,7 @@ class Pruner:
         batch: int = BATCH,
         page: int = PAGE,
         on_loop: Callable[[LoopPruned], None] | None = None,
-    ):
+    ) -> None:
         self.dry_run = dry_run
         self.run_limit = run_limit if run_limit is not None else settings.DSHLOOP_RUN_HISTORY_LIMIT
         days = inbox_days if inbox_days is not None else settings.DSHLOOP_INBOX_RETENTION_DAYS
@@ -184,7 +184,7 @@ class Pruner:
             self._finish_loop(cutoff)
 
     @staticmethod
-    def _sessions_of(runs):
+    def _sessions_of(runs: QuerySet[LoopRun]) -> QuerySet[SessionHeader]:
         """The sessions the embedded host made for these runs (only `new` runs have one; every run's
         key is looked up, so a run whose target was not recorded is no exception)."""
         return SessionHeader.objects.filter(created_for__in=runs.values("occurrence_key"))

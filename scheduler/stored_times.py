@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db import connection, transaction
-from django.db.models import Min, TextField
+from django.db.models import Min, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from loops.events import SCHEDULER, record_event
 from loops.models import UNREADABLE_REASON, EventKind, Loop, LoopState
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 logger = logging.getLogger("dshloop.clock")
 
@@ -42,33 +46,41 @@ def stores_text() -> bool:
     return connection.vendor == "sqlite"
 
 
-def stored(queryset):
+class StoredNextAt(TypedDict):
+    # The text the database holds (SQL NULL for a loop with no deadline).
+    stored_next_at: str | None
+
+
+def stored(queryset: QuerySet[Loop]) -> QuerySet[WithAnnotations[Loop, StoredNextAt]]:
     """`queryset` with each row's stored `next_at` as it is in the database (`stored_next_at`)."""
     return queryset.annotate(stored_next_at=Cast("next_at", output_field=TextField()))
 
 
-def parse_stored(value) -> datetime | None:
+def parse_stored(value: object) -> datetime | None:
     """The aware UTC moment a stored value names, in any form Django's parser reads (a naive
     one is UTC, as Django stores it), or None when it names none."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str):
         try:
-            moment = parse_datetime(value.strip())
+            parsed = parse_datetime(value.strip())
         except ValueError:  # the right shape, an impossible date ("2026-13-45 …")
             return None
-        if moment is None:
+        if parsed is None:
             return None
+        moment = parsed
     else:  # an integer, a float, a blob: not a timestamp
         return None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def django_form(moment: datetime) -> str:
-    return connection.ops.adapt_datetimefield_value(moment)
+    form = connection.ops.adapt_datetimefield_value(moment)
+    assert form is not None  # None only stands for None
+    return form
 
 
-def settle(loop: Loop, raw, *, now: datetime) -> datetime | None:
+def settle(loop: Loop, raw: object, *, now: datetime) -> datetime | None:
     """Bring one scheduled loop's stored deadline `raw` into Django's form. Returns the moment it
     names, or None when it names none and the loop was set aside (paused). Inside the caller's
     transaction (SQLite's IMMEDIATE transactions hold the write lock: nobody races it)."""
@@ -84,7 +96,7 @@ def settle(loop: Loop, raw, *, now: datetime) -> datetime | None:
     return moment
 
 
-def _set_aside(loop: Loop, raw, *, now: datetime) -> None:
+def _set_aside(loop: Loop, raw: object, *, now: datetime) -> None:
     logger.error(
         "loop %s: next_at %r is not a timestamp; the loop is paused (resume it to schedule it from now)",
         loop.loop_id,
@@ -104,7 +116,7 @@ def _in_stored_form(table: str, *, negate: bool = False) -> str:
     return f"NOT {clause}" if negate else clause
 
 
-def earliest_deadline(scheduled) -> datetime | None:
+def earliest_deadline(scheduled: QuerySet[Loop]) -> datetime | None:
     """MIN(next_at) of the `scheduled` loops whose deadline is in Django's form; the others are
     the claim's and the sweep's to settle, and must not keep the clock awake. None when none is,
     or when even that text names no moment (then the clock sleeps its longest and claims what

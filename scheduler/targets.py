@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
+from scheduler.message import Source
 from scheduler.rows import DeliveryLoop, RunRow
 from sessions_app.hosts.base import Host
 from sessions_app.records import SessionInfo
@@ -44,7 +46,7 @@ class BatchView:
         self.sessions[session_id] = self.host.resume_session(session_id)
         return self.sessions[session_id]
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.host, name)
 
 
@@ -53,7 +55,7 @@ def _awake(host: Host, session: SessionInfo) -> SessionInfo:
     return host.resume_session(session.session_id) if session.status == "cold" else session
 
 
-def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: dict) -> DeliveryTarget:
+def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: Source) -> DeliveryTarget:
     """spec §2.1: the chosen preset, else the creator's; the model is always the creator's.
 
     The creator is the source of inheritance (panel-made loops record the global interface as their
@@ -91,7 +93,7 @@ def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: dict) -> D
     return DeliveryTarget(session_id, "idle", fallback)
 
 
-def resolve_target(host: Host, loop: DeliveryLoop, run: RunRow, source: dict) -> DeliveryTarget:
+def resolve_target(host: Host, loop: DeliveryLoop, run: RunRow, source: Source) -> DeliveryTarget:
     # The target the run was claimed with: an edit while it is in flight applies to later runs
     # (a run in flight finishes with its old revision).
     target = run.target or loop.session_id

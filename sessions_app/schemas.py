@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, Field
 
-from core.schemas import Identifier, StrictModel, text
+from core.schemas import Identifier, StrictModel, Text
 
 from .models import RESERVED_SESSION_IDS
 
@@ -49,12 +49,12 @@ class SessionStatusView(BaseModel):
 
 
 class HostSessionIn(StrictModel):
-    user_title: text(1000) | None = None
-    generated_title: text(1000) | None = None
-    first_prompt: text(100_000) | None = None
+    user_title: Annotated[str, Text(1000)] | None = None
+    generated_title: Annotated[str, Text(1000)] | None = None
+    first_prompt: Annotated[str, Text(100_000)] | None = None
     status: SessionStatusName | None = None
-    preset: text(255) | None = None
-    model: text(255) | None = None
+    preset: Annotated[str, Text(255)] | None = None
+    model: Annotated[str, Text(255)] | None = None
     global_interface: bool | None = None
 
 

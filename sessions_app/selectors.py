@@ -9,7 +9,7 @@ from .records import PresetInfo, SessionInfo
 from .titles import fold_title
 
 # What a SessionInfo is made of, in _info's order.
-_INFO_COLUMNS = ("session_id", "status", "updated_at", "user_title", "generated_title", "first_prompt")
+_INFO_COLUMNS: tuple[str, ...] = ("session_id", "status", "updated_at", "user_title", "generated_title", "first_prompt")
 _INFO_COLUMNS += ("preset", "model", "global_interface")
 
 

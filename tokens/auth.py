@@ -7,7 +7,7 @@ from functools import wraps
 from django.http import HttpRequest, JsonResponse
 from ninja.security import HttpBearer
 
-from core.errors import Forbidden, Unauthorized
+from core.errors import ApiError, Forbidden, Unauthorized
 from tokens.models import ApiToken
 from tokens.services import token_authenticate
 
@@ -73,6 +73,7 @@ def bearer_scope(scope: str):
         def guarded(request: HttpRequest, *args, **kwargs):
             scheme, _, token = request.headers.get("Authorization", "").partition(" ")
             api_token = token_authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+            error: ApiError
             if not token.strip() or scheme.lower() != "bearer":
                 error = Unauthorized(
                     "Send 'Authorization: Bearer <token>'; create a token with manage.py create_api_token."

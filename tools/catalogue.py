@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -16,15 +17,18 @@ from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsO
 
 from . import functions
 
+# The input model of a tool: its function takes a validated instance of it.
+_In = TypeVar("_In", bound=BaseModel)
+
 
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[_In]):
     name: str
-    input: type[BaseModel]
+    input: type[_In]
     output: type[BaseModel]
     # Returns the output model, or (loop_list: 100,000 loops are too many to validate one by one)
     # the output model's JSON, encoded by the presenter that defines the shape (functions.Encoded).
-    function: Callable[[BaseModel, str | None], BaseModel | functions.Encoded]
+    function: Callable[[_In, str | None], BaseModel | functions.Encoded]
     description: str
 
     def definition(self) -> dict:
@@ -33,7 +37,7 @@ class Tool:
 
 
 # Each description teaches an agent the call: the targets, the schedule kinds and one example of each.
-TOOLS = (
+TOOLS: tuple[Tool[Any], ...] = (
     Tool(
         "loop_create",
         LoopCreateIn,

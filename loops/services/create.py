@@ -126,7 +126,6 @@ def loop_create(
     loop = Loop(
         loop_id=new_loop_id(),
         prompt=prompt,
-        schedule=schedule,
         session_id=target,
         preset=preset or "",
         created_by_session_id=created_by,
@@ -137,6 +136,7 @@ def loop_create(
         state=LoopState.SCHEDULED,
         v1_id=v1_id,
     )
+    loop.schedule = schedule
     loop.full_clean(validate_unique=False)  # uniqueness (v1_id): the database's, at the insert (races)
     with transaction.atomic():
         lock_quota_count(target=target, creator=created_by)

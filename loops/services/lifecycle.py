@@ -83,13 +83,13 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> 
             scheduled_at=now,
             status=RunStatus.CLAIMED,
             attempt=1,  # handed out by the enqueue below (scheduler.delivery: attempts)
-            prompt=loop.prompt,
             target=loop.session_id,
             claimed_at=now,
             retry_at=now + lease(),
             revision=loop.revision,
             manual=True,
         )
+        run.prompt = loop.prompt  # its revision's, stored by save()
         run.save(force_insert=True)
         if loop.state == LoopState.SCHEDULED:
             # The clock does not claim it while the manual run is open; it is scheduled again after.

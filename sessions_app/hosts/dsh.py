@@ -40,7 +40,7 @@ from sessions_app.services import session_headers_cache
 from ..records import PresetInfo, SessionInfo
 from .base import Capabilities, Delivered, HostError, Message, RunRef, TurnEnd, deliver_each
 from .dsh_turns import turn_end_of
-from .dsh_wire import DshClient, DshError
+from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
 logger = logging.getLogger("dshloop.hosts")
 
@@ -89,8 +89,8 @@ class DshHost:
             status = SessionStatus.IDLE
         else:
             status = SessionStatus.COLD
-        projections = item.get("projections") if isinstance(item.get("projections"), dict) else {}
-        values = projections.get("values") if isinstance(projections.get("values"), dict) else {}
+        projections = json_object(item.get("projections"))
+        values = json_object(projections.get("values"))
         title = values.get("title") if isinstance(values.get("title"), str) else None
         updated = item.get("updatedAt")
         updated_at = (
@@ -101,7 +101,7 @@ class DshHost:
             status=str(status),
             updated_at=updated_at or from_ms(0),
             title=title.strip() or None if title else None,
-            preset=item.get("agentPreset") if isinstance(item.get("agentPreset"), str) else "",
+            preset=json_string(item.get("agentPreset")),
             global_interface=session_id == self.global_session_id,
         )
 
@@ -233,13 +233,13 @@ class DshHost:
         events = self._events_since(session_id, int(source.get("scheduled_at") or 0) - CLOCK_MARGIN_MS)
         queued_on = None  # (inbox target, seq) of the splice that queued it
         for event in events:
-            data = event.get("data") if isinstance(event.get("data"), dict) else {}
+            data = json_object(event.get("data"))
             if event.get("type") == "user/message":
-                origin = data.get("source") if isinstance(data.get("source"), dict) else {}
+                origin = json_object(data.get("source"))
                 if origin.get("rpcId") == key:
                     return "delivered", str(data.get("id") or event["seq"])
             elif event.get("type") == "agent/inbox/spliced":
-                inserted = data.get("inserted") if isinstance(data.get("inserted"), list) else []
+                inserted = json_array(data.get("inserted"))
                 if any(isinstance(item, dict) and (item.get("source") or {}).get("rpcId") == key for item in inserted):
                     queued_on = data.get("target")
                 elif queued_on is not None and data.get("target") == queued_on and data.get("outcome") == "canceled":

@@ -4,6 +4,7 @@ its reason mapped to a run outcome (contract §10)."""
 from __future__ import annotations
 
 from .base import TurnEnd, clip
+from .dsh_wire import json_array, json_object, json_string
 
 # What DSH's turn/end reason kinds mean for a run (TurnEndReasonMap, @deepseek-ai/dsh-session
 # lib/types/types.d.ts in 0.1.0-rc.8; packages/core/session/src/types.ts upstream). The map is
@@ -17,7 +18,7 @@ _ABORT_CAUSES = {
 
 
 def _text(message: dict) -> str:
-    content = message.get("content") if isinstance(message.get("content"), list) else []
+    content = json_array(message.get("content"))
     parts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
     return "".join(part for part in parts if isinstance(part, str)).strip()
 
@@ -25,7 +26,7 @@ def _text(message: dict) -> str:
 def _final_text(turn: list[dict]) -> str:
     """The turn's last assistant text (its `assistant/message` events), or ""."""
     for event in reversed(turn):
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = json_object(event.get("data"))
         if event.get("type") == "assistant/message" and isinstance(data.get("message"), dict):
             if text := _text(data["message"]):
                 return clip(text)
@@ -35,15 +36,15 @@ def _final_text(turn: list[dict]) -> str:
 def map_turn_end(reason: object, turn: list[dict]) -> TurnEnd:
     """A `turn/end` reason as a run outcome; `turn` holds the turn's events from the run's message on."""
     reason = reason if isinstance(reason, dict) else {}
-    kind = reason.get("kind") if isinstance(reason.get("kind"), str) else ""
+    kind = json_string(reason.get("kind"))
     if kind == "completed":
         return TurnEnd("succeeded", summary=_final_text(turn))
     if kind == "error":
-        failure = reason.get("error") if isinstance(reason.get("error"), dict) else {}
+        failure = json_object(reason.get("error"))
         code, message = str(failure.get("code") or "UNKNOWN"), str(failure.get("message") or "no message")
         return TurnEnd("failed", error=clip(f"DSH ended the turn with an error ({code}): {message}"))
     if kind == "aborted":  # session.cancel, a parent's or a hook's cancellation, a disposed agent
-        cause = reason.get("reason") if isinstance(reason.get("reason"), dict) else {}
+        cause = json_object(reason.get("reason"))
         cause_kind = str(cause.get("kind") or "")
         if cause_kind == "hook":
             why = f"a hook cancelled it: {cause.get('reason') or 'no reason given'}"
@@ -76,9 +77,9 @@ def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
     after it by seq. DSH does not deduplicate an rpcId: a repeated message counts from the first."""
     start = None
     for index, event in enumerate(events):
-        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        data = json_object(event.get("data"))
         if start is None:
-            origin = data.get("source") if isinstance(data.get("source"), dict) else {}
+            origin = json_object(data.get("source"))
             if event.get("type") == "user/message" and origin.get("rpcId") == occurrence_key:
                 start = index
         elif event.get("type") == "turn/end":

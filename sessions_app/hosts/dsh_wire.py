@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import httpx
 
@@ -25,6 +26,19 @@ PERMANENT_CODES = {
     "attachment-error",
     "invalid-time-zone",
 }
+
+
+# DSH's answers are JSON read defensively: a part of the wrong type counts as absent.
+def json_object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def json_array(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def json_string(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 class DshError(HostError):
@@ -83,7 +97,7 @@ class DshClient:
             raise DshError(f"DSH sent a malformed answer to {method}.", transient=True)
         if result.get("ok"):
             return result.get("value")
-        error = result.get("error") if isinstance(result.get("error"), dict) else {}
+        error = json_object(result.get("error"))
         code = str(error.get("code") or "unknown")
         message = str(error.get("message") or "no message")
         raise DshError(f"DSH {method} failed with {code}: {message}", code=code, transient=code not in PERMANENT_CODES)

@@ -101,7 +101,7 @@ def _call_in_thread(name: str, arguments: dict[str, Any] | None, caller_session_
         close_old_connections()
 
 
-def _text(body: dict) -> list[types.TextContent]:
+def _text(body: dict) -> list[types.ContentBlock]:
     return [types.TextContent(text=json.dumps(body, ensure_ascii=False))]
 
 

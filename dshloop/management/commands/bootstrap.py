@@ -60,7 +60,7 @@ class Command(BaseCommand):
         if global_session_get() is not None:
             return
         session_id = settings.DSHLOOP_GLOBAL_SESSION_ID or GLOBAL_SESSION_ID
-        changes = {"global_interface": True}
+        changes: dict[str, object] = {"global_interface": True}
         if not SessionHeader.objects.filter(session_id=session_id).exists():
             changes["user_title"] = GLOBAL_SESSION_TITLE  # an existing session keeps its own title
         session_upsert(session_id=session_id, changes=changes)
@@ -70,7 +70,10 @@ class Command(BaseCommand):
         """On DSH too, `self` works out of the box. DSH has no global interface, so one
         stable session (DSHLOOP_GLOBAL_SESSION_ID, default dshloop-global) is made in DSH once. DSH
         down is not fatal: the next bootstrap makes it, and until then `self` is unavailable."""
+        from sessions_app.hosts.dsh import DshHost  # the dsh host's module: only when it is the host
+
         host = get_host()
+        assert isinstance(host, DshHost)  # DSHLOOP_HOST is "dsh" (handle)
         try:
             created = host.ensure_global_session(DSH_GLOBAL_SESSION_TITLE)
         except HostError as exc:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from core.timeutil import iso
@@ -21,10 +23,10 @@ class Command(BaseCommand):
         "DSHLOOP_PRUNE_INTERVAL_SECONDS."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
 
-    def handle(self, *args, dry_run: bool, **options):
+    def handle(self, *args: Any, dry_run: bool, **options: Any) -> None:
         verb = "would remove" if dry_run else "removed"
         self.stdout.write(
             f"Keeping the newest {settings.DSHLOOP_RUN_HISTORY_LIMIT} finished runs per loop and "

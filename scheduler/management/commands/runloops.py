@@ -16,6 +16,8 @@ import signal
 import sys
 import threading
 import time
+from types import FrameType
+from typing import Any
 
 from django.core.checks import Tags
 from django.core.management.base import BaseCommand
@@ -50,7 +52,7 @@ def watch_parent(serve_pid: int, stop: threading.Event) -> None:
     serve that died before we asked the kernel."""
     set_parent_death_signal(signal.SIGTERM)  # SIGTERM: the graceful stop, the cluster included
 
-    def watch():
+    def watch() -> None:
         while os.getppid() == serve_pid:
             if stop.wait(PARENT_CHECK_SECONDS):
                 return
@@ -110,7 +112,7 @@ class Command(BaseCommand):
         Tags.files,
     ]
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         stop = threading.Event()
         # Forked workers must not share this process's database connections.
         connections.close_all()
@@ -118,7 +120,7 @@ class Command(BaseCommand):
 
         signalled = False
 
-        def on_signal(signum, frame):
+        def on_signal(signum: int, frame: FrameType | None) -> None:
             # A second signal (Ctrl-C reaches us, then serve's SIGTERM) can run this handler again
             # inside stop.set(), which holds the event's lock: a nested set() would deadlock. The
             # plain flag, set first, makes the nested call return at once.
@@ -151,7 +153,7 @@ class Command(BaseCommand):
             housekeeper.join(HOUSEKEEPING_STOP_SECONDS)
             self.stop_cluster(cluster)
 
-    def stop_cluster(self, cluster) -> None:
+    def stop_cluster(self, cluster: Cluster) -> None:
         started = time.monotonic()
         stopper = threading.Thread(target=cluster.stop, daemon=True)
         stopper.start()
