@@ -1,5 +1,7 @@
-"""Benchmarks of issue 7: dshloop against django-q2's own Schedule + qcluster, and pgbench.
+"""Benchmarks: dshloop against django-q2's own Schedule + qcluster, and pgbench; not part of `make test`.
 
-Entry point: `python -m bench.run` (`make bench`); `--quick` for tiny sizes. Results go to
-docs/BENCHMARKS.md. Not part of `make test`.
+Entry points: `python -m bench.run` (`make bench`; `--quick` for tiny sizes, `--lists` for the list
+benchmark) writes docs/BENCHMARKS.md; `python -m bench.storage`, `python -m bench.web_tier` and
+`python -m bench.dashboard` (`make dashboard`) measure or draw one thing each. Every size is in
+bench/sizes.py, every child process goes through bench/processes.py.
 """

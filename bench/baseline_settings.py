@@ -1,7 +1,7 @@
 """The baseline: a minimal django-q2 project that runs periodic work the standard way, with
-django-q2's own `Schedule` model and `manage.py qcluster` (issue 7, "Baseline").
+django-q2's own `Schedule` model and `manage.py qcluster`.
 
-It is configured at its best (FIELD-NOTES), so that the comparison is with django-q2 tuned,
+It is configured at its best, so that the comparison is with django-q2 tuned,
 not with its defaults:
 - the ORM broker on PostgreSQL, like dshloop (no extra service);
 - persistent, health-checked connections (CONN_MAX_AGE=60): django-q2 closes "old" connections
@@ -12,7 +12,7 @@ not with its defaults:
 - the same cluster knobs as dshloop's Q_CLUSTER (workers, queue_limit, bulk, poll, timeout,
   retry), so both clusters have the same worker count.
 
-The database comes from BENCH_BASELINE_DATABASE_URL (bench.run sets it).
+The database comes from BENCH_BASELINE_DATABASE_URL (bench.systems.Baseline sets it).
 """
 
 from __future__ import annotations
@@ -49,6 +49,6 @@ Q_CLUSTER = {
     "save_limit": -1,
     "ack_failures": True,
     "scheduler": True,  # the Schedule table is the point of the baseline
-    # django-q2's default; bench.procs waits for its "Q Cluster … running." line.
+    # django-q2's default; bench.systems.Baseline.ready waits for its "Q Cluster … running." line.
     "log_level": "INFO",
 }

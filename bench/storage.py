@@ -1,7 +1,7 @@
 """`python -m bench.storage [--engines sqlite postgresql] [--seconds 30]`: how fast the database
 grows when long-prompt `new` loops fire, and what retention takes back.
 
-Ten `new` loops every 2 s, each with its own 100,000-character prompt (random letters and spaces,
+By default (bench.sizes.STORAGE) ten `new` loops every 2 s, each with its own 100,000-character prompt (random letters and spaces,
 which neither engine compresses much), against the embedded host (DSHLOOP_HOST=local), one real
 `runloops` for ~30 s on a fresh database of each engine. Reported: the database's size before the
 scheduler starts and after it stops (SQLite: the file after a WAL checkpoint; PostgreSQL:
@@ -22,15 +22,15 @@ import json
 import os
 import random
 import string
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from bench.processes import Process, manage_args, run_command
+from bench.sizes import STORAGE
+
 PG_DATABASE = "dshloop_bench_storage"
-PRUNE_LIMIT = 5
 
 
 def prompt(seed: int, chars: int) -> str:
@@ -73,7 +73,7 @@ def rows(connection) -> dict[str, int]:
     with connection.cursor() as cursor:
         for name, table in tables.items():
             if table.split()[0] not in connection.introspection.table_names():
-                continue  # before the change: no such table
+                continue  # a checkout without that table
             cursor.execute(f"SELECT COUNT(*) FROM {table}")
             counts[name] = cursor.fetchone()[0]
     return counts
@@ -107,17 +107,14 @@ def run_child(args) -> dict:
         )
     before = size_bytes(connection)
     connection.close()
-    log = Path(args.workdir) / f"runloops-{args.engine}.log"
-    with open(log, "wb") as out:
-        scheduler = subprocess.Popen(
-            [sys.executable, str(BASE_DIR / "manage.py"), "runloops"], stdout=out, stderr=subprocess.STDOUT
-        )
-        time.sleep(args.seconds)
-        scheduler.terminate()
-        scheduler.wait(60)
+    scheduler = Process(
+        manage_args("runloops"), env=dict(os.environ), log_path=Path(args.workdir) / f"runloops-{args.engine}.log"
+    )
+    time.sleep(args.seconds)
+    scheduler.stop(timeout=60)
     after = size_bytes(connection)
     counts = rows(connection)
-    pruner = Pruner(now=timezone.now(), run_limit=PRUNE_LIMIT).run()
+    pruner = Pruner(now=timezone.now(), run_limit=STORAGE.prune_limit).run()
     return {
         "engine": connection.vendor,
         "loops": args.loops,
@@ -143,6 +140,7 @@ def run_hot_path(args) -> dict:
     from django.core.management import call_command
     from django.db import connection
 
+    from bench.proc_stats import cpu_seconds
     from loops.models import Loop
     from scheduler.claims import claim_due
     from scheduler.delivery import deliver_runs
@@ -172,8 +170,7 @@ def run_hot_path(args) -> dict:
             return 0.0
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
-            fields = Path(f"/proc/{cursor.fetchone()[0]}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return cpu_seconds([cursor.fetchone()[0]])
 
     claims, deliveries, cpu, server = [], [], [], []
     for rep in range(1, args.reps + 1):
@@ -209,12 +206,12 @@ def run_hot_path(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engines", nargs="+", default=["sqlite", "postgresql"], choices=["sqlite", "postgresql"])
-    parser.add_argument("--seconds", type=float, default=30)
-    parser.add_argument("--loops", type=int, default=10)
-    parser.add_argument("--every", type=int, default=2)
-    parser.add_argument("--chars", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=STORAGE.seconds)
+    parser.add_argument("--loops", type=int, default=STORAGE.loops)
+    parser.add_argument("--every", type=int, default=STORAGE.every_s)
+    parser.add_argument("--chars", type=int, default=STORAGE.chars)
     parser.add_argument("--hot-path", action="store_true", help="time claim and delivery per occurrence instead")
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=STORAGE.reps)
     parser.add_argument("--child", choices=["sqlite", "postgresql"], help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -230,12 +227,8 @@ def main() -> None:
             command += ["--chars", str(args.chars), "--reps", str(args.reps)] + (
                 ["--hot-path"] if args.hot_path else []
             )
-            done = subprocess.run(
-                command, env=child_env(engine, Path(workdir)), cwd=BASE_DIR, capture_output=True, text=True
-            )
-            if done.returncode:
-                sys.exit(f"{engine}: {done.stderr[-3000:]}")
-            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            output = run_command(command, env=child_env(engine, Path(workdir)))
+            results.append(json.loads(output.strip().splitlines()[-1]))
         if engine == "postgresql":
             from bench import db
 
@@ -246,7 +239,7 @@ def main() -> None:
         print(
             f"{result['engine']}: grew {grown / 1e6:.1f} MB in {result['seconds']:.0f} s, {runs} runs "
             f"({grown / max(runs, 1) / 1e3:.0f} kB per occurrence); rows {result['rows']}; "
-            f"a pass with a limit of {PRUNE_LIMIT} runs per loop removed {result['pruned']}, "
+            f"a pass with a limit of {STORAGE.prune_limit} runs per loop removed {result['pruned']}, "
             f"left {result['rows_after_prune']}"
         )
     print(json.dumps(results))

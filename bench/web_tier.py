@@ -2,9 +2,9 @@
 
 Two uvicorn processes on one SQLite database: `dshloop.asgi:application` (bodies read in the event
 loop, then Django in a2wsgi's threads) and `bench.web_tier:unguarded` (the same bridge without
-that step, as before). For each: POST /api/tools/loop_list latency one client at a time and with
-8 concurrent clients, then the same request while 12 idle clients (headers announcing a body,
-no body) are connected. Results go to docs/BENCHMARKS-WEB.md.
+that step). For each: POST /api/tools/loop_list latency one client at a time and with several
+concurrent clients, then the same request while idle clients (headers announcing a body, no body)
+are connected; the counts are bench.sizes.WEB_TIER. Results go to docs/BENCHMARKS-WEB.md.
 
     .venv/bin/python -m bench.web_tier [--requests 2000]
 """
@@ -16,8 +16,6 @@ import os
 import platform
 import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +23,16 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-REPORT = ROOT / "docs" / "BENCHMARKS-WEB.md"
-IDLE_CLIENTS = 12
+from bench.processes import BASE_DIR, Process, free_port, manage, uvicorn_args, wait_ready
+from bench.sizes import WEB_TIER
+
+REPORT = BASE_DIR / "docs" / "BENCHMARKS-WEB.md"
+IDLE_CLIENTS = WEB_TIER.idle_clients
 IDLE_PROBE_TIMEOUT = 5.0
 
 
 def _unguarded():
-    """The Django bridge as it was: a2wsgi reads the body from a worker thread."""
+    """The Django bridge without reading bodies first: a2wsgi reads the body from a worker thread."""
     from a2wsgi import WSGIMiddleware
 
     from dshloop.asgi import a2wsgi_environ
@@ -50,41 +50,31 @@ def __getattr__(name: str):  # uvicorn imports `bench.web_tier:unguarded` only i
 def prepare(var_dir: Path) -> tuple[dict, str]:
     env = {**os.environ, "DSHLOOP_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "dshloop.settings"}
     env.pop("DATABASE_URL", None)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True
-    )
+    manage("migrate", "--noinput", env=env)
     make_token = "from tokens.services import token_create; print(token_create(name='bench', scopes=['tools'])[1])"
-    token = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", make_token],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()[-1]  # after the shell's own notices
+    token = manage("shell", "-c", make_token, env=env).split()[-1]  # after the shell's own notices
     return env, token
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def start(app: str, env: dict) -> tuple[subprocess.Popen, str]:
+def start(app: str, env: dict, log_path: Path) -> tuple[Process, str]:
+    """uvicorn serving `app` on a free port, answering."""
     port = free_port()
-    args = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    process = subprocess.Popen(args, env=env, cwd=ROOT)
+    process = Process(uvicorn_args(app, port, "--log-level=warning"), env=env, log_path=log_path)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
+
+    def answers() -> bool:
         try:
             httpx.get(base + "/api/health", timeout=2)
-            return process, base
         except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"{app} did not answer")
+            return False
+        return True
+
+    try:
+        wait_ready(process, answers, timeout=60, what=app)
+    except RuntimeError:
+        process.stop()
+        raise
+    return process, base
 
 
 def timed_calls(base: str, token: str, *, count: int, clients: int, timeout: float = 30) -> list[float]:
@@ -123,32 +113,35 @@ def ms(seconds: float) -> str:
     return "no answer" if seconds == float("inf") else f"{seconds * 1000:.2f} ms"
 
 
-ROUNDS = 5  # the servers take turns, so that a noisy moment falls on both
+ROUNDS = WEB_TIER.rounds  # the servers take turns, so that a noisy moment falls on both
 
 
 def measure(servers: dict[str, str], token: str, requests: int) -> dict[str, dict[str, str]]:
     alone: dict[str, list[float]] = {label: [] for label in servers}
     together: dict[str, list[float]] = {label: [] for label in servers}
     for base in servers.values():
-        timed_calls(base, token, count=200, clients=1)  # warm-up: connections, imports, caches
+        timed_calls(base, token, count=WEB_TIER.warm_up, clients=1)  # warm-up: connections, imports, caches
     for _ in range(ROUNDS):
         for label, base in servers.items():
             alone[label] += timed_calls(base, token, count=requests // ROUNDS, clients=1)
-            together[label] += timed_calls(base, token, count=requests // ROUNDS, clients=8)
+            together[label] += timed_calls(base, token, count=requests // ROUNDS, clients=WEB_TIER.concurrent_clients)
     results = {}
     for label, base in servers.items():
         held = idle_sockets(base, token)
         try:
-            while_idle = sorted(timed_calls(base, token, count=20, clients=1, timeout=IDLE_PROBE_TIMEOUT))
+            while_idle = sorted(
+                timed_calls(base, token, count=WEB_TIER.idle_probes, clients=1, timeout=IDLE_PROBE_TIMEOUT)
+            )
         finally:
             for sock in held:
                 sock.close()
-        one, eight = sorted(alone[label]), sorted(together[label])
+        one, many = sorted(alone[label]), sorted(together[label])
+        clients = WEB_TIER.concurrent_clients
         results[label] = {
             "1 client p50": ms(statistics.median(one)),
             "1 client p99": ms(one[int(len(one) * 0.99) - 1]),
-            "8 clients p50": ms(statistics.median(eight)),
-            "8 clients p99": ms(eight[int(len(eight) * 0.99) - 1]),
+            f"{clients} clients p50": ms(statistics.median(many)),
+            f"{clients} clients p99": ms(many[int(len(many) * 0.99) - 1]),
             f"with {IDLE_CLIENTS} idle clients p50": ms(statistics.median(while_idle)),
         }
     return results
@@ -156,7 +149,7 @@ def measure(servers: dict[str, str], token: str, requests: int) -> dict[str, dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=WEB_TIER.requests)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env, token = prepare(Path(tmp) / "var")
@@ -164,13 +157,14 @@ def main() -> None:
             "bodies read first (now)": "dshloop.asgi:application",
             "unguarded bridge (before)": "bench.web_tier:unguarded",
         }
-        started = {label: start(app, env) for label, app in apps.items()}
+        started = {}
         try:
+            for index, (label, app) in enumerate(apps.items()):
+                started[label] = start(app, env, Path(tmp) / f"uvicorn-{index}.log")
             results = measure({label: base for label, (_, base) in started.items()}, token, args.requests)
         finally:
             for process, _ in started.values():
-                process.terminate()
-                process.wait(30)
+                process.stop()
     rows = list(next(iter(results.values())))
     lines = [
         "# Web tier: request bodies read first",

@@ -1,4 +1,4 @@
--- The physical limit (issue 7): a loop table shaped like loops_loop where it matters to a claim,
+-- The physical limit: a loop table shaped like loops_loop where it matters to a claim,
 -- with 100,000 rows (psql -v rows=N overrides), all due. Deadlines are spread over the past
 -- 1,000 hours and a claim moves one forward by an hour, so rows stay due for the whole run:
 -- a timed pgbench run never runs dry, and ORDER BY next_at always has work at the head.
