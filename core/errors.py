@@ -117,6 +117,10 @@ class UnknownPreset(ApiError):
     code = "unknown_preset"
 
 
+class IntervalTooShort(ApiError):
+    code = "interval_too_short"
+
+
 def host_unavailable(exc: Exception) -> TargetUnavailable:
     """The DSH host could not answer a lookup a tool needs: the target cannot be used right now."""
     return TargetUnavailable(f"{exc} Try again shortly.")

@@ -301,6 +301,9 @@ DSHLOOP_DEFAULT_MODEL = env_str("DSHLOOP_DEFAULT_MODEL", "default")
 # Contract §3 quota_exceeded: at most this many active loops per target session, and per
 # creating session for "new" and "self" loops (loops.services.check_loop_quota).
 DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION = env_int("DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION", 1000)
+# Contract §14 interval_too_short: an every/cron loop whose every run starts a fresh agent (`new`)
+# fires at most this often, so an unattended loop cannot start agents back to back; 0: no floor.
+DSHLOOP_MIN_NEW_INTERVAL_SECONDS = env_int("DSHLOOP_MIN_NEW_INTERVAL_SECONDS", 300, minimum=0)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
 # (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.

@@ -50,8 +50,9 @@ TOOLS: tuple[Tool[Any], ...] = (
         'hour); or a 5-field cron in an IANA time zone (the host\'s if tz is omitted), e.g. {"kind": "cron", '
         '"expr": "30 9 * * 1-5", "tz": "Asia/Shanghai"} (09:30 on weekdays). '
         'session_id is the target: omit it for your own session; "self" for the global interface session; '
-        '"new" for a fresh session on every run (optionally with "preset": "<name>"); or an existing '
-        'session ID from list_sessions, e.g. "ses_123". '
+        '"new" for a fresh session on every run (optionally with "preset": "<name>"; a recurring "new" loop '
+        "runs at most every 5 minutes by default); or an existing session ID from list_sessions, e.g. "
+        '"ses_123". '
         'Example: {"prompt": "Check the deploy", "schedule": {"kind": "every", "every_seconds": 600}}. '
         "Returns the loop with its loop_id and next_at (epoch ms).",
     ),

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 
 from core.errors import (
+    IntervalTooShort,
     InvalidInput,
     QuotaExceeded,
     TargetUnavailable,
@@ -59,6 +60,24 @@ def check_target(*, target: str, preset: str | None) -> None:
         raise UnknownSession(
             f"The host knows no session {target!r}; list_sessions shows the ones it knows.", field="session_id"
         )
+
+
+def check_interval(*, schedule: schedules.Schedule, target: str, now: datetime) -> None:
+    """contract §14: an every/cron loop targeting "new" starts a fresh agent at each occurrence, with
+    nobody watching, so its occurrences are at least DSHLOOP_MIN_NEW_INTERVAL_SECONDS apart (a cron
+    schedule's shortest gap counts). Loops into existing sessions keep no floor."""
+    floor = settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS
+    if target != ReservedTarget.NEW or not floor or schedule.one_shot:
+        return
+    gap = schedules.shortest_gap(schedule, now=now, host_tz=settings.TIME_ZONE)
+    if gap is None or gap >= timedelta(seconds=floor):
+        return
+    raise IntervalTooShort(
+        f'A loop that starts a fresh session ("new") at each run fires at most once every {floor} s '
+        f"(DSHLOOP_MIN_NEW_INTERVAL_SECONDS); this schedule fires {gap.total_seconds():g} s apart. "
+        "Choose a longer interval, or target an existing session.",
+        field="schedule",
+    )
 
 
 def default_creator() -> str:
@@ -123,6 +142,7 @@ def loop_create(
     """
     created_at = truncate_to_ms(created_at)
     check_target(target=target, preset=preset)
+    check_interval(schedule=schedule, target=target, now=created_at)
     loop = Loop(
         loop_id=new_loop_id(),
         prompt=prompt,

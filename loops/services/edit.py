@@ -16,7 +16,7 @@ from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
-from loops.services.create import check_loop_quota, check_target, lock_quota_count
+from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
 from loops.services.locking import effective_now, has_open_run, locked_loop
 from sessions_app.models import ReservedTarget
 
@@ -52,6 +52,8 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
             preset = None  # a preset goes with "new" only: leaving "new" drops it
         if "target" in changes or "preset" in changes:
             check_target(target=target, preset=preset)
+        if "target" in changes or "schedule" in changes:
+            check_interval(schedule=changes.get("schedule", loop.schedule), target=target, now=now)
         if target != loop.session_id:
             lock_quota_count(target=target, creator=loop.created_by_session_id)
             check_loop_quota(target=target, creator=loop.created_by_session_id)

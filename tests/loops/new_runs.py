@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import time_machine
+from django.test import override_settings
 
 from loops.models import LoopRun, RunStatus
 from scheduler.claims import claim_due
@@ -24,8 +25,10 @@ def fire_at(now: datetime) -> list[LoopRun]:
 
 
 def new_loop_with_runs(count: int, *, prompt: str = LONG) -> tuple[str, list[LoopRun]]:
-    """A `new` loop every 10 s that fired `count` times through the embedded host."""
-    loop = create_loop(every(10), prompt=prompt, target="new", at=T0)
+    """A `new` loop every 10 s that fired `count` times through the embedded host (a short grid
+    keeps the frozen times small: the floor on a `new` loop's interval is not what these test)."""
+    with override_settings(DSHLOOP_MIN_NEW_INTERVAL_SECONDS=0):
+        loop = create_loop(every(10), prompt=prompt, target="new", at=T0)
     runs = []
     for index in range(1, count + 1):
         runs += fire_at(T0 + s(10 * index))

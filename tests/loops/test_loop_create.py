@@ -15,6 +15,8 @@ MAX_SAFE = 2**53 - 1
 NOW = datetime(2025, 6, 2, 10, 0, 0, 123000, tzinfo=UTC)  # a Monday
 NOW_MS = 1748858400123
 EVERY_10 = {"kind": "every", "every_seconds": 10}
+# A `new` loop fires at most every DSHLOOP_MIN_NEW_INTERVAL_SECONDS (300 by default).
+EVERY_10_MINUTES = {"kind": "every", "every_seconds": 600}
 LOOP_VIEW_KEYS = {"loop_id", "prompt", "schedule", "session_id", "created_by_session_id", "created_at", "state"}
 
 # The acceptance set runs against both hosts.
@@ -296,27 +298,29 @@ def test_empty_session_id_is_rejected(api):
 
 
 def test_new_without_preset_has_no_preset(api):
-    body = create(api, schedule=EVERY_10, session_id="new").json()
+    body = create(api, schedule=EVERY_10_MINUTES, session_id="new").json()
     assert body["session_id"] == "new"
     assert "preset" not in body
 
 
 def test_new_with_mountable_preset_is_accepted_and_echoed(api, make_preset):
     make_preset("researcher")
-    response = create(api, schedule=EVERY_10, session_id="new", preset="researcher")
+    response = create(api, schedule=EVERY_10_MINUTES, session_id="new", preset="researcher")
     assert response.status_code == 200, response.content
     assert (response.json()["session_id"], response.json()["preset"]) == ("new", "researcher")
     assert Loop.objects.get().preset == "researcher"
 
 
 def test_new_with_missing_preset_is_unknown_preset(api):
-    assert_invalid(create(api, schedule=EVERY_10, session_id="new", preset="ghost"), "preset", code="unknown_preset")
+    assert_invalid(
+        create(api, schedule=EVERY_10_MINUTES, session_id="new", preset="ghost"), "preset", code="unknown_preset"
+    )
 
 
 def test_new_with_unmountable_preset_is_unknown_preset(api, make_preset):
     make_preset("locked", mountable=False)
     error = assert_invalid(
-        create(api, schedule=EVERY_10, session_id="new", preset="locked"), "preset", code="unknown_preset"
+        create(api, schedule=EVERY_10_MINUTES, session_id="new", preset="locked"), "preset", code="unknown_preset"
     )
     assert "mounted" in error["message"]
 
@@ -384,6 +388,6 @@ def test_cron_echo_keeps_tz_when_supplied(api, frozen):
 def test_preset_key_appears_only_for_a_new_loop_with_one(api, make_preset):
     make_preset("researcher")
     plain = create(api, schedule=EVERY_10).json()
-    with_preset = create(api, schedule=EVERY_10, session_id="new", preset="researcher").json()
+    with_preset = create(api, schedule=EVERY_10_MINUTES, session_id="new", preset="researcher").json()
     assert set(plain) == LOOP_VIEW_KEYS | {"next_at"}
     assert set(with_preset) == LOOP_VIEW_KEYS | {"next_at", "preset"}

@@ -128,6 +128,8 @@ def test_the_picker_lists_sessions_by_title_with_the_id_as_fallback(staff_client
         ({"kind": "cron", "cron_expr": "0 0 30 2 *"}, "cron_expr", "Cron expression '0 0 30 2 *' never fires in UTC"),
         ({"kind": "cron", "cron_expr": "@daily", "tz": "Mars/Olympus"}, "tz", "Unknown time zone 'Mars/Olympus'"),
         ({"target": "new", "preset": "ghost"}, "preset", "Preset 'ghost' does not exist."),
+        # contract §14: a fresh session at most every DSHLOOP_MIN_NEW_INTERVAL_SECONDS.
+        ({"target": "new", "every_amount": "1", "every_unit": "60"}, "kind", "A loop that starts a fresh session"),
         ({"target": "session", "session": "ses_gone"}, "session", "The host knows no session 'ses_gone'"),
         ({"target": "session", "session": ""}, "session", "'session_id' must not be empty."),
     ],

@@ -64,12 +64,12 @@ def test_the_new_loop_page_offers_new_and_existing_sessions_and_greys_out_self(s
 def test_a_new_loop_is_created_with_no_creator_and_its_run_records_the_profile_default(
     staff_client, no_global_interface
 ):
-    response = create_at(staff_client, T0, target="new", kind="every", every_amount="10", every_unit="1")
+    response = create_at(staff_client, T0, target="new", kind="every", every_amount="10", every_unit="60")
     assert response.status_code == 302, response.content.decode()[:2000]
     loop = Loop.objects.get()
-    assert (loop.session_id, loop.created_by_session_id, loop.next_at) == ("new", "", T0 + timedelta(seconds=10))
+    assert (loop.session_id, loop.created_by_session_id, loop.next_at) == ("new", "", T0 + timedelta(minutes=10))
 
-    (run,) = fire(T0 + timedelta(seconds=10))
+    (run,) = fire(T0 + timedelta(minutes=10))
 
     assert (run.status, run.fallback) == (RunStatus.DELIVERED, FALLBACK)
     made = SessionHeader.objects.get(session_id=run.target_session_id)

@@ -133,6 +133,12 @@ def plausible_create_body(body: dict, *, target: str | None, expr: str, tz: str 
         body["session_id"] = target
     if target == "new" and preset:
         body["preset"] = "coder"
+    if target == "new":
+        # contract §14: a `new` loop fires at most every DSHLOOP_MIN_NEW_INTERVAL_SECONDS (300).
+        if "time_in_seconds" in body:
+            body["time_in_seconds"] = max(body["time_in_seconds"], 300)
+        elif body["schedule"].get("kind") == "every":
+            body["schedule"]["every_seconds"] = max(body["schedule"]["every_seconds"], 300)
     return body
 
 

@@ -24,6 +24,7 @@ from hypothesis.stateful import (
     consumes,
     initialize,
     invariant,
+    multiple,
     rule,
     run_state_machine_as_test,
 )
@@ -34,6 +35,7 @@ from tests.conftest import ApiClient, error_of
 CALLERS = ["ses_caller", "ses_other", "ses_global"]
 GLOBAL_SESSION = "ses_global"
 MAX_SAFE_INTEGER = 2**53 - 1
+MIN_NEW_INTERVAL = 300  # DSHLOOP_MIN_NEW_INTERVAL_SECONDS's default
 
 seconds = st.one_of(st.integers(1, 10**6), st.integers(10**6, MAX_SAFE_INTEGER))  # huge: no next_at
 schedules = st.one_of(
@@ -103,6 +105,11 @@ class RegistryMachine(RuleBasedStateMachine):
         if target_choice == "new" and with_preset:
             body["preset"] = "coder"
         response = self.call("loop_create", body, caller)
+        if target_choice == "new" and schedule["kind"] == "every" and schedule["every_seconds"] < MIN_NEW_INTERVAL:
+            # contract §14: a fresh agent at most every DSHLOOP_MIN_NEW_INTERVAL_SECONDS (the crons
+            # sampled here are all at least 5 minutes apart); nothing is made.
+            assert response.status_code == 422 and error_of(response)["code"] == "interval_too_short", response.content
+            return multiple()
         assert response.status_code == 200, response.content
         view = response.json()
         loop_id = view["loop_id"]

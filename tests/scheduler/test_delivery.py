@@ -33,8 +33,10 @@ PROMPT = "Check the deployment status"
 
 
 @pytest.fixture
-def create(api):
-    """loop_create through the tool API at T0, called from ses_caller (preset coder, model m1)."""
+def create(api, settings):
+    """loop_create through the tool API at T0, called from ses_caller (preset coder, model m1).
+    `new` loops on a grid of seconds: the floor on their interval has its own tests."""
+    settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS = 0
 
     def make(schedule: dict | None = None, *, session_id: str | None = None, **body) -> Loop:
         body = {"prompt": PROMPT, "schedule": schedule or every(), **body}
@@ -242,10 +244,10 @@ def test_new_without_preset_inherits_the_creators_preset_and_model(create):
 def test_new_loop_made_from_the_panel_inherits_the_global_interface(global_session):
     """Loops created without a caller session record the global interface as creator (contract §2),
     so a `new` loop from the panel inherits its preset and model."""
-    loop = create_loop(every(10), prompt=PROMPT, target="new", at=T0)
+    loop = create_loop(every(600), prompt=PROMPT, target="new", at=T0)
     assert loop.created_by_session_id == "ses_global"
 
-    run = fire(loop)
+    run = fire(loop, T0 + s(600))
 
     header = SessionHeader.objects.get(session_id=run.target_session_id)
     assert (header.preset, header.model, run.fallback) == ("interface", "m-global", "")

@@ -93,7 +93,8 @@ def test_every_loop_recovers_after_restart_with_one_catch_up_and_stays_on_grid(a
     assert len(inbox(loop.loop_id)) == 2
 
 
-def test_new_target_creates_a_fresh_session_per_occurrence(api, schedulers, make_preset, inbox, host):
+def test_new_target_creates_a_fresh_session_per_occurrence(api, schedulers, make_preset, inbox, host, settings):
+    settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS = 0  # two occurrences within seconds; the floor has its own tests
     make_preset("reviewer")
     loop = api.tool(
         "loop_create",

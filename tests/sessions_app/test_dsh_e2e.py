@@ -73,7 +73,8 @@ def test_an_every_loop_reaches_an_existing_dsh_session_once_per_occurrence(dsh, 
     assert set(keys) <= loop_keys and all(key.startswith(f"{loop.loop_id}@") for key in loop_keys)
 
 
-def test_a_new_loop_creates_a_dsh_session_with_the_preset_per_occurrence(dsh, dsh_schedulers, workspace):
+def test_a_new_loop_creates_a_dsh_session_with_the_preset_per_occurrence(dsh, dsh_schedulers, workspace, settings):
+    settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS = 0  # occurrences seconds apart; the floor has its own tests
     loop = create_loop(every(2), prompt="Review the open pull requests", target="new", preset="code")
     dsh_schedulers.start_ready()
 

@@ -198,7 +198,12 @@ def test_put_preset_name_with_surrounding_whitespace_or_controls_is_422(host_api
 
 
 def test_preset_mountability_decides_loop_create_with_new(api, host_api):
-    create = {"prompt": "p", "schedule": {"kind": "every", "every_seconds": 60}, "session_id": "new", "preset": "coder"}
+    create = {
+        "prompt": "p",
+        "schedule": {"kind": "every", "every_seconds": 600},
+        "session_id": "new",
+        "preset": "coder",
+    }
     assert error_of(api.tool("loop_create", create))["code"] == "unknown_preset"
     host_api.put("/api/host/presets/coder", {"mountable": False})
     assert error_of(api.tool("loop_create", create))["code"] == "unknown_preset"

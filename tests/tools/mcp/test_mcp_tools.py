@@ -130,6 +130,13 @@ def test_create_one_loop_of_each_kind_list_with_each_selector_and_delete(connect
 # One call per contract error code of the tools (contract §3), and the field it names.
 ERROR_CASES = [
     ("loop_create", {"prompt": "x", "schedule": EVERY, "model": "m2"}, "invalid_input", "model"),
+    # contract §14: a fresh agent at most every DSHLOOP_MIN_NEW_INTERVAL_SECONDS.
+    (
+        "loop_create",
+        {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 60}, "session_id": "new"},
+        "interval_too_short",
+        "schedule",
+    ),
     (
         "loop_create",
         {"prompt": "x", "schedule": {"kind": "every", "every_seconds": 0}},
