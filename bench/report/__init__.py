@@ -19,7 +19,7 @@ from .steady import b2_section
 
 def render(results: dict) -> str:
     sizes = results["sizes"]
-    parts = ["# Benchmarks (issue 7)"]
+    parts = ["# Benchmarks"]
     if results.get("quick"):
         parts.append(
             "> **Quick, noisy run — not the benchmark.** Produced by `python -m bench.run --quick` "

@@ -93,7 +93,7 @@ def b1_section(results: dict, sizes: dict) -> str:
 # Where a B1 occurrence's time goes and the decisions measured there, printed under every B1 table
 # so that whoever reads the numbers has the explanation beside them.
 B1_NOTES = (
-    "**Where an occurrence goes (issue 17).** A claim (`scheduler.claims.claim_due`) locks up to 500 due loops "
+    "**Where an occurrence goes.** A claim (`scheduler.claims.claim_due`) locks up to 500 due loops "
     "(`FOR UPDATE SKIP LOCKED`, 13 columns), computes each next deadline, moves the loops with one "
     "set-based UPDATE, inserts the runs with one INSERT and enqueues one django-q2 task per 250 runs, in "
     "one transaction. With the embedded host a delivery (`scheduler.delivery.deliver_runs`) is then one "
@@ -110,5 +110,5 @@ B1_NOTES = (
     "CPU 199–213 µs with it, 196–208 without; PostgreSQL 160–164 vs 154–156), because the batch "
     "statements already bind on the server through `core.bulk`'s arrays: left off. The log line per "
     "occurrence costs about 13 µs of the scheduler's CPU (measured with the logger silenced): kept, "
-    "because operators search these lines (issue 18 makes them JSON)."
+    "because operators search these lines (DSHLOOP_LOG_FORMAT=json makes them JSON)."
 )

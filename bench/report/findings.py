@@ -33,7 +33,7 @@ WHEN_MISSED = {
     "B4": "**B4.** RSS can grow with the table only if something holds per-loop state (the clock keeps none: "
     "it asks PostgreSQL for the earliest deadline); loop_create is one INSERT plus validation, target "
     "resolution (a session lookup) and a NOTIFY at commit, so a slow p99 there is the machine's or the "
-    "database's, and shows in the due-query times too. RSS against qcluster (issue 17): `runloops` loads only "
+    "database's, and shows in the due-query times too. RSS against qcluster: `runloops` loads only "
     "the apps it runs and imports the clock, housekeeping and delivery path only in the processes that use "
     "them, after the cluster forks; before the fork the two are level (about 52 MiB each), and main plus "
     "sentinel (dshloop's clock and housekeeping run in its main process, qcluster's scheduler in its "

@@ -81,7 +81,7 @@ def b3_scraped(reps: list[dict], sizes: dict) -> str:
         ["GET /metrics over HTTP, max (ms)", "", cell(reps, "scraped_scrape_ms_max"), "", ""],
     ]
     return (
-        f"\n\n**With a scrape every {every} s (issue 18), dshloop alone** — the same `runloops`, a second "
+        f"\n\n**With a scrape every {every} s, dshloop alone** — the same `runloops`, a second "
         f"{sizes['b3_seconds']} s window right after the first, beside a web process (uvicorn on `dshloop.asgi` as "
         "`manage.py serve` runs it, without the scheduler serve supervises) whose `GET /metrics` the harness "
         f"fetches over HTTP every {every} s with a `manage` token, after a warm-up that opened the web process's "

@@ -138,7 +138,7 @@ def b4_scrape(data: dict, sizes: dict) -> str:
         for scan in reps[-1].get("scans", [])
     ]
     return (
-        f"\n\n**GET /metrics (issue 18)** — in-process through the Django test client (bearer token, the "
+        f"\n\n**GET /metrics** — in-process through the Django test client (bearer token, the "
         "counters, the one gauge statement of `monitoring.gauges.read_gauges`, the text format; no network), no "
         f"scheduler running, at each size; p50/p99 of {sizes.get('b4_scrapes', '—')} after a warm-up, and the "
         "gauge statement alone. CPU per scrape: the PostgreSQL backend's (`/proc` of the connection's server "

@@ -66,6 +66,6 @@ def b2_heavy(reps: list[dict], sizes: dict) -> str:
     ]
     return (
         f"\n\n**Five times the load: {sizes['b2_heavy_loops']:,} loops every {sizes['b2_period_s']} s, "
-        "dshloop alone** (issue 17; django-q2 repeats a schedule at most once a minute, and B1 shows it delivers "
+        "dshloop alone** (django-q2 repeats a schedule at most once a minute, and B1 shows it delivers "
         "fewer than 200 occurrences a second)\n\n" + table(["", "dshloop", "target", "met?"], rows)
     )
