@@ -304,6 +304,11 @@ DSHLOOP_MAX_ACTIVE_LOOPS_PER_SESSION = env_int("DSHLOOP_MAX_ACTIVE_LOOPS_PER_SES
 # Contract §14 interval_too_short: an every/cron loop whose every run starts a fresh agent (`new`)
 # fires at most this often, so an unattended loop cannot start agents back to back; 0: no floor.
 DSHLOOP_MIN_NEW_INTERVAL_SECONDS = env_int("DSHLOOP_MIN_NEW_INTERVAL_SECONDS", 300, minimum=0)
+# Contract §14: a `new` loop an agent creates (the tools: REST, MCP, the DSH plugin) starts paused,
+# "awaiting approval", until an operator resumes it. Off by default: inside DSH the plugin already
+# asks the person before an agent creates a `new` loop, and turning it on holds back every agent's
+# `new` loops until someone looks at the panel.
+DSHLOOP_APPROVE_AGENT_NEW_LOOPS = env_bool("DSHLOOP_APPROVE_AGENT_NEW_LOOPS", False)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
 # (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.

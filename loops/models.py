@@ -19,6 +19,10 @@ class LoopState(models.TextChoices):
     PAUSED = "paused"
 
 
+# The pause_reason of a `new` loop an agent made while DSHLOOP_APPROVE_AGENT_NEW_LOOPS is on: it waits
+# for a person, and the resume that lets it run is recorded as their approval (EventKind.APPROVED).
+AWAITING_APPROVAL = "awaiting approval"
+
 # The pause_reason of a loop whose stored next_at names no moment (scheduler.stored_times): fixed, so
 # that health finds such loops through loop_unreadable_idx. "auto: " as every scheduler pause.
 UNREADABLE_REASON = "auto: its next run time (next_at) was not a timestamp; resume it to schedule it from now"
@@ -323,6 +327,7 @@ class EventKind(models.TextChoices):
     RETRIED = "retried"
     AUTO_PAUSED = "auto_paused"
     DELETED = "deleted"
+    APPROVED = "approved"  # an operator's resume of a loop awaiting approval
 
 
 class ActorKind(models.TextChoices):

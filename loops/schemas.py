@@ -238,7 +238,7 @@ class ActorView(BaseModel):
 
 class EventView(BaseModel):
     at: int
-    kind: Literal["created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted"]
+    kind: Literal["created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted", "approved"]
     actor: ActorView
     revision: int
     changes: dict[str, list] | None = None

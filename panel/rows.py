@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from core.timeutil import iso
 from loops import humanize
 from loops.humanize import loop_zone, preview
-from loops.models import ActorKind, EventKind, Loop, LoopEvent, LoopState
+from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopEvent, LoopState
 from loops.presenters import loop_state
 
 
@@ -169,6 +169,11 @@ class LoopTableRow(_ReadByName):
         return self.loop.state == LoopState.PAUSED
 
     @property
+    def awaiting_approval(self) -> bool:
+        """contract §14: paused until an operator approves it (its resume is the approval)."""
+        return self.can_resume and self.pause_reason == AWAITING_APPROVAL
+
+    @property
     def can_retry(self) -> bool:
         return self.loop.state == LoopState.FAILED
 
@@ -262,6 +267,7 @@ EVENT_WORDS: dict[str, str] = {
     EventKind.RETRIED: "Retried",
     EventKind.AUTO_PAUSED: "Paused automatically",
     EventKind.DELETED: "Deleted",
+    EventKind.APPROVED: "Approved",
 }
 FIELD_WORDS = {"name": "Name", "prompt": "Prompt", "schedule": "Schedule", "session_id": "Target", "preset": "Preset"}
 CHANGE_PREVIEW_CHARS = 120

@@ -20,7 +20,7 @@ from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import EventKind, Loop, LoopState
+from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopState
 from loops.schemas import LoopCreateIn
 from loops.selectors import active_loops_in_quota
 from sessions_app.hosts import get_host, global_session_id
@@ -78,6 +78,12 @@ def check_interval(*, schedule: schedules.Schedule, target: str, now: datetime) 
         "Choose a longer interval, or target an existing session.",
         field="schedule",
     )
+
+
+def needs_approval(*, target: str, actor: Actor) -> bool:
+    """contract §14: with DSHLOOP_APPROVE_AGENT_NEW_LOOPS on, a `new` loop an agent makes (through
+    the tools) waits, paused, until an operator approves it by resuming it."""
+    return settings.DSHLOOP_APPROVE_AGENT_NEW_LOOPS and target == ReservedTarget.NEW and actor.kind == ActorKind.SESSION
 
 
 def default_creator() -> str:
@@ -157,6 +163,13 @@ def loop_create(
         v1_id=v1_id,
     )
     loop.schedule = schedule
+    if needs_approval(target=target, actor=actor):
+        loop.state, loop.next_at, loop.paused_at, loop.pause_reason = (
+            LoopState.PAUSED,
+            None,
+            created_at,
+            AWAITING_APPROVAL,
+        )
     loop.full_clean(validate_unique=False)  # uniqueness (v1_id): the database's, at the insert (races)
     with transaction.atomic():
         lock_quota_count(target=target, creator=created_by)

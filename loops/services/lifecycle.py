@@ -14,7 +14,7 @@ from core.errors import InvalidInput, NotFailed, RunInFlight
 from core.notify import notify_clocks
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import EventKind, Loop, LoopRun, LoopState, RunStatus
+from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
 from loops.services.locking import effective_now, has_open_run, locked_loop
@@ -49,19 +49,20 @@ def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
 def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
     """Scheduled again from now: nothing that fell due while paused is delivered or counted as
     missed (the first occurrence strictly after now), except a one-shot whose time passed, which
-    fires once. Idempotent."""
+    fires once. The resume of a loop awaiting approval is recorded as its approval. Idempotent."""
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)
         now = effective_now(now)
         if loop.state != LoopState.PAUSED:
             return loop
+        approved = loop.pause_reason == AWAITING_APPROVAL  # its first resume is a person's approval
         # One run in flight per loop: with a run still open, the clock waits for it to finish.
         loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
         loop.next_at, loop.paused_at, loop.pause_reason = _next_after(loop, now), None, ""
         # A fresh start: an operator who resumes an auto-paused loop has looked at it.
         loop.consecutive_failures = 0
         loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason", "consecutive_failures"])
-        record_event(loop, EventKind.RESUMED, actor, at=now)
+        record_event(loop, EventKind.APPROVED if approved else EventKind.RESUMED, actor, at=now)
     transaction.on_commit(notify_clocks)
     return loop
 

@@ -14,7 +14,7 @@ from core.errors import ApiError, UnknownLoop
 from core.timeutil import truncate_to_ms
 from loops.events import Actor
 from loops.humanize import loop_zone
-from loops.models import LoopState
+from loops.models import AWAITING_APPROVAL, LoopState
 from loops.selectors import loop_get
 from loops.services import lifecycle
 from sessions_app.hosts import get_host
@@ -66,8 +66,9 @@ def _pause(loop, actor, now):
 def _resume(loop, actor, now):
     if loop.state != LoopState.PAUSED:
         return messages.INFO, f"{loop_title(loop)} was not paused."
+    verb = "Approved" if loop.pause_reason == AWAITING_APPROVAL else "Resumed"
     loop = lifecycle.loop_resume(loop_id=loop.loop_id, actor=actor)
-    return messages.SUCCESS, f"Resumed {loop_title(loop)} — {_next_run_words(loop, now)}."
+    return messages.SUCCESS, f"{verb} {loop_title(loop)} — {_next_run_words(loop, now)}."
 
 
 def _run_now(loop, actor, now):
