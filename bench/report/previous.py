@@ -64,6 +64,7 @@ def previous_section(results: dict) -> str:
     return (
         f"## This run beside the previous one ({previous['date']})\n\n"
         "Medians; the previous run's are in `bench/previous.json`. Lists at 100,000 loops, measured by their own "
-        "`python -m bench.run --lists`, are in [BENCHMARKS-LISTS.md](BENCHMARKS-LISTS.md).\n\n"
+        "`python -m bench.run --lists`, are in [BENCHMARKS-LISTS.md](BENCHMARKS-LISTS.md); two source trees side by side "
+        "(`python -m bench.compare`) in [BENCHMARKS-COMPARE.md](BENCHMARKS-COMPARE.md).\n\n"
         + table(["", f"previous ({previous['date']})", "this run", "this ÷ previous"], rows)
     )
