@@ -100,6 +100,12 @@ class Listener:
         time.sleep(max(0.0, min(timeout, self.reconnect_at - time.monotonic())))
         return False
 
+    def listen(self) -> None:
+        """Be listening from now on (connect now, unless backing off), so that what the caller
+        reads next cannot miss a notification sent after the read: one sent before LISTEN is lost."""
+        if self.conn is None or self.conn.closed:
+            self._connect_or_back_off(0)
+
     def wait(self, timeout: float) -> bool:
         """True if a notification arrived within `timeout` seconds (all pending ones are consumed)
         or may have been missed (the connection broke, or came back after an outage)."""

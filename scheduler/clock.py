@@ -55,6 +55,10 @@ class Waker:
             if self.listener.wait(min(left, 0.5)):
                 return
 
+    def listen(self) -> None:
+        if self.listener is not None:
+            self.listener.listen()
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.close()
@@ -102,6 +106,9 @@ class Clock:
         failures = 0
         while not self.stop.is_set():
             try:
+                # Listening before the tick reads: a change committed after its read wakes the sleep
+                # that follows (a first LISTEN made only when the sleep began missed those).
+                self.waker.listen()
                 delay = self.tick()
                 failures = 0
             except Exception as exc:

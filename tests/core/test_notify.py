@@ -118,3 +118,23 @@ def test_dequeue_waits_out_a_database_error_instead_of_raising_into_the_pusher(o
 def test_acknowledge_survives_a_database_error_instead_of_killing_the_monitor(orm_broker, monkeypatch):
     monkeypatch.setattr(orm_broker, "delete", raise_database_error)
     assert orm_broker.acknowledge(42) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_notification_sent_between_listen_and_wait_wakes_the_wait():
+    """The clock listens before each tick reads: a change committed after that read (a delivery
+    that makes a loop claimable again) wakes the sleep that follows. A listener that connects only
+    when its first wait begins has missed it, and the clock slept its whole MAX_SLEEP."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite's clock polls")
+    listening, late = Listener(CLOCK_CHANNEL), Listener(CLOCK_CHANNEL)
+    try:
+        listening.listen()
+        notify.notify_clocks()  # autocommit: sent at once
+        assert listening.wait(5) is True
+        assert late.wait(0.2) is False  # it connected after the notification: lost
+    finally:
+        listening.close()
+        late.close()
