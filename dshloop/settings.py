@@ -309,6 +309,20 @@ DSHLOOP_MIN_NEW_INTERVAL_SECONDS = env_int("DSHLOOP_MIN_NEW_INTERVAL_SECONDS", 3
 # asks the person before an agent creates a `new` loop, and turning it on holds back every agent's
 # `new` loops until someone looks at the panel.
 DSHLOOP_APPROVE_AGENT_NEW_LOOPS = env_bool("DSHLOOP_APPROVE_AGENT_NEW_LOOPS", False)
+# Contract §14: the host permission presets a `new` loop may carry (DSH rc.8's table; a deployment
+# that patches DSH's table with more lists them here too), and the one a new loop gets unless an
+# operator picks another: the most restrictive that still lets a run read its workspace.
+DSHLOOP_PERMISSION_PRESETS = env_list(
+    "DSHLOOP_PERMISSION_PRESETS", ["read-only", "workspace-write", "danger-full-access"]
+)
+DSHLOOP_DEFAULT_PERMISSION_PRESET = env_str("DSHLOOP_DEFAULT_PERMISSION_PRESET", "read-only")
+# Contract §14: a `new` run whose turn is still going this long after its delivery is cancelled in
+# the host and recorded failed ("timed out after …"); a run into an existing session is only
+# recorded as having no outcome within it (it is a person's conversation).
+DSHLOOP_RUN_TIMEOUT_SECONDS = env_int("DSHLOOP_RUN_TIMEOUT_SECONDS", 3600, minimum=1)
+# Contract §14: at most this many fresh (`new`) agents running at once across the profile; an
+# occurrence over it waits for a slot, in order (every scheduler counts the same runs).
+DSHLOOP_MAX_CONCURRENT_NEW_RUNS = env_int("DSHLOOP_MAX_CONCURRENT_NEW_RUNS", 4, minimum=1)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
 # (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.

@@ -28,6 +28,13 @@ AWAITING_APPROVAL = "awaiting approval"
 UNREADABLE_REASON = "auto: its next run time (next_at) was not a timestamp; resume it to schedule it from now"
 
 
+class Overlap(models.TextChoices):
+    """contract §14: what an occurrence of a `new` loop does while its last run's turn still runs."""
+
+    ALLOW = "allow"  # start another fresh session (spec: each occurrence creates one)
+    SKIP = "skip"  # record the occurrence skipped; the next one tries again
+
+
 class ScheduleKind(models.TextChoices):
     EVERY = "every"
     AFTER = "after"
@@ -70,6 +77,12 @@ class Loop(models.Model):
     # Where the schedule's grid starts: creation, or the last edit of its schedule or target (an
     # edit recomputes next_at from the edit time). Null: created_at.
     schedule_from = models.DateTimeField(null=True, blank=True)
+    # contract §14, `new` loops only (empty, and "allow", on others): the directory every fresh
+    # session starts in (captured from the creator; empty: DSHLOOP_DSH_CWD), the host permission
+    # preset applied to it, and whether an occurrence starts while the last run's turn still runs.
+    workspace = models.CharField(max_length=1024, blank=True)
+    permission_preset = models.CharField(max_length=64, blank=True)
+    overlap = models.CharField(max_length=5, choices=Overlap.choices, default=Overlap.ALLOW)
 
     class Meta:
         ordering = ["next_at", "created_at"]

@@ -13,6 +13,7 @@ from pydantic_core import to_json
 from core.timeutil import to_ms
 from loops import schedules
 from loops.models import SCHEDULE_COLUMNS, Loop, LoopEvent, LoopRun, LoopState, schedule_of_columns
+from sessions_app.models import ReservedTarget
 
 # spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
 OVERDUE_AFTER = timedelta(seconds=30)
@@ -227,7 +228,14 @@ def loop_detail_view(loop: Loop, *, now: datetime) -> dict:
         "pause_reason": loop.pause_reason or None,
         "consecutive_failures": loop.consecutive_failures,
     }
+    if loop.session_id == ReservedTarget.NEW:
+        detail |= unattended_view(loop)
     return {key: value for key, value in detail.items() if value is not None}
+
+
+def unattended_view(loop: Loop) -> dict[str, str]:
+    """contract §14: how a `new` loop's fresh sessions are placed and bounded."""
+    return {"workspace": loop.workspace, "permission_preset": loop.permission_preset, "overlap": loop.overlap}
 
 
 def event_view(event: LoopEvent) -> dict:

@@ -4,6 +4,7 @@ generate the JSON Schemas handed to agents (GET /api/tools)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -210,14 +211,52 @@ class LoopView(BaseModel):
     state: Literal["scheduled", "running", "overdue", "completed", "failed", "paused"]
 
 
+def _absolute_path(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError("'workspace' must be an absolute directory path, e.g. \"/home/me/project\".")
+    if any(unicodedata.category(ch).startswith("C") for ch in value):
+        raise ValueError("'workspace' must not contain control characters.")
+    return value
+
+
+Workspace = Annotated[
+    str,
+    Text(1024),
+    AfterValidator(_absolute_path),
+    Field(description="The absolute directory every fresh session of this loop starts in."),
+]
+PermissionPreset = Annotated[
+    Identifier,
+    Field(description="A host permission preset (DSHLOOP_PERMISSION_PRESETS), applied to each fresh session."),
+]
+OverlapIn = Literal["allow", "skip"]
+
+_UNATTENDED = 'Only for loops targeting "new" (contract §14).'
+
+
 class LoopDetail(LoopView):
-    """contract §9: what an operator sees of a loop."""
+    """contract §9: what an operator sees of a loop; §14: how a `new` loop's runs are bounded."""
 
     name: str | None = None
     revision: int
     paused_at: int | None = None
     pause_reason: str | None = None
     consecutive_failures: int
+    workspace: str | None = Field(
+        None,
+        description=f"{_UNATTENDED} The directory each fresh session starts in, captured from the creating "
+        'session; "" when none was known: the host\'s default (DSHLOOP_DSH_CWD).',
+    )
+    permission_preset: str | None = Field(
+        None,
+        description=f'{_UNATTENDED} The host permission preset applied to each fresh session; "" for the '
+        "host's own default (loops made before presets existed).",
+    )
+    overlap: OverlapIn | None = Field(
+        None,
+        description=f"{_UNATTENDED} allow: every occurrence starts a fresh session; skip: an occurrence "
+        "while the loop's previous turn still runs is recorded skipped.",
+    )
 
 
 class LoopPatchIn(StrictModel):
@@ -229,6 +268,9 @@ class LoopPatchIn(StrictModel):
     schedule: ScheduleIn | None = None
     session_id: Annotated[Identifier, Field(description='"self", "new" or an existing session ID.')] | None = None
     preset: Annotated[Identifier, Field(description='Only with session_id "new".')] | None = None
+    workspace: Workspace | None = Field(None, description=f"{_UNATTENDED} null: the host's default (DSHLOOP_DSH_CWD).")
+    permission_preset: PermissionPreset | None = Field(None, description=_UNATTENDED)
+    overlap: OverlapIn | None = Field(None, description=_UNATTENDED)
 
 
 class ActorView(BaseModel):

@@ -75,6 +75,8 @@ class DeliveryLoop:
     preset: str
     created_by_session_id: str
     next_at: datetime | None
+    workspace: str  # where and how its fresh sessions start (contract §14)
+    permission_preset: str
 
 
 NEW_RUN_COLUMNS = tuple(field.name for field in fields(NewRun))  # every column of loops.LoopRun

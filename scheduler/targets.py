@@ -9,7 +9,7 @@ from django.conf import settings
 
 from scheduler.message import Source
 from scheduler.rows import DeliveryLoop, RunRow
-from sessions_app.hosts.base import Host
+from sessions_app.hosts.base import Host, Placement
 from sessions_app.records import SessionInfo
 
 
@@ -89,7 +89,10 @@ def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: Source) ->
         else:
             why = "source has none"
         fallback = f"profile default {' and '.join(fallbacks)} ({why})"
-    session_id = host.create_session(preset=preset_name, model=model, first_prompt=loop.prompt, source=source)
+    placement = Placement(loop.workspace, loop.permission_preset)
+    session_id = host.create_session(
+        preset=preset_name, model=model, first_prompt=loop.prompt, source=source, placement=placement
+    )
     return DeliveryTarget(session_id, "idle", fallback)
 
 

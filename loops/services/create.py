@@ -23,6 +23,7 @@ from loops.events import Actor, record_event
 from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopState
 from loops.schemas import LoopCreateIn
 from loops.selectors import active_loops_in_quota
+from loops.services.unattended import unattended_defaults
 from sessions_app.hosts import get_host, global_session_id
 from sessions_app.models import ReservedTarget
 
@@ -163,6 +164,9 @@ def loop_create(
         v1_id=v1_id,
     )
     loop.schedule = schedule
+    if target == ReservedTarget.NEW:
+        for field, value in unattended_defaults(creator=created_by).items():
+            setattr(loop, field, value)
     if needs_approval(target=target, actor=actor):
         loop.state, loop.next_at, loop.paused_at, loop.pause_reason = (
             LoopState.PAUSED,

@@ -1,4 +1,5 @@
-"""Editing a loop (contract §9 PATCH): any of name, prompt, schedule, target and preset."""
+"""Editing a loop (contract §9 PATCH): any of name, prompt, schedule, target and preset, and a `new`
+loop's workspace, permission preset and overlap (§14)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import LoopCompleted
+from core.errors import InvalidInput, LoopCompleted
 from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import EventKind, Loop, LoopState
+from loops.models import EventKind, Loop, LoopState, Overlap
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
 from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
 from loops.services.locking import effective_now, has_open_run, locked_loop
+from loops.services.unattended import UNATTENDED_FIELDS, check_permission_preset, unattended_defaults
 from sessions_app.models import ReservedTarget
 
-EDITABLE = ("name", "prompt", "schedule", "target", "preset")
+EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS)
 
 
 def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None = None) -> Loop:
@@ -57,6 +59,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         if target != loop.session_id:
             lock_quota_count(target=target, creator=loop.created_by_session_id)
             check_loop_quota(target=target, creator=loop.created_by_session_id)
+        _edit_unattended(loop, changes, target=target)
         if "name" in changes:
             loop.name = changes["name"] or ""
         if "prompt" in changes:
@@ -92,7 +95,36 @@ def _editable(loop: Loop) -> dict:
         "schedule": schedule_view(loop.schedule),
         "session_id": loop.session_id,
         "preset": loop.preset or None,
+        **{field: getattr(loop, field) for field in UNATTENDED_FIELDS},
     }
+
+
+def _edit_unattended(loop: Loop, changes: dict, *, target: str) -> None:
+    """contract §14: the workspace, permission preset and overlap of a `new` loop (a PATCH of them on
+    another loop is refused). A loop that becomes `new` starts with what loop_create gives one; a
+    loop that stops being `new` drops them."""
+    given = {field: changes[field] for field in UNATTENDED_FIELDS if field in changes}
+    if target != ReservedTarget.NEW:
+        if given:
+            field = next(iter(given))
+            raise InvalidInput(
+                f"'{field}' is only for loops that target \"new\" (each run a fresh session); this one targets "
+                f"{target!r}.",
+                field=field,
+            )
+        loop.workspace, loop.permission_preset, loop.overlap = "", "", Overlap.ALLOW
+        return
+    if loop.session_id != ReservedTarget.NEW:
+        for field, value in unattended_defaults(creator=loop.created_by_session_id).items():
+            setattr(loop, field, value)
+    if "permission_preset" in given:
+        check_permission_preset(given["permission_preset"])
+    if "workspace" in given:
+        loop.workspace = given["workspace"] or ""
+    if "permission_preset" in given:
+        loop.permission_preset = given["permission_preset"] or ""
+    if "overlap" in given:
+        loop.overlap = given["overlap"] or Overlap.ALLOW
 
 
 def loop_edit_from(loop_id: str, data: LoopPatchIn, *, actor: Actor, now: datetime | None = None) -> Loop:
@@ -100,7 +132,7 @@ def loop_edit_from(loop_id: str, data: LoopPatchIn, *, actor: Actor, now: dateti
     the fields it was given; a null prompt, schedule or session_id counts as not given, a null
     name or preset clears it. A cron schedule is checked at `now` (default: the clock)."""
     given = data.model_fields_set
-    changes: dict = {field: getattr(data, field) for field in ("name", "preset") if field in given}
+    changes: dict = {field: getattr(data, field) for field in ("name", "preset", *UNATTENDED_FIELDS) if field in given}
     if data.prompt is not None:
         changes["prompt"] = data.prompt
     if data.schedule is not None:

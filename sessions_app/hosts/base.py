@@ -68,6 +68,22 @@ class Capabilities:
     # The host tells how a delivered turn ended (it implements TurnOutcomes), so the scheduler
     # asks it; other hosts report outcomes through POST /api/host/runs/{id}/outcome.
     turn_outcomes: bool = False
+    # The host has workspaces and permission presets (it implements Workspaces): a fresh session is
+    # started where its loop says, under its preset, and a running turn can be cancelled. Other
+    # hosts start fresh sessions their own way and ignore a Placement.
+    workspaces: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a fresh session starts and under which permission preset (contract §14): a `new`
+    loop's; empty: the host's defaults."""
+
+    workspace: str = ""
+    permission_preset: str = ""
+
+
+NO_PLACEMENT = Placement()
 
 
 class Host(Protocol):
@@ -83,7 +99,9 @@ class Host(Protocol):
 
     def resume_session(self, session_id: str) -> SessionInfo: ...
 
-    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str: ...
+    def create_session(
+        self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
+    ) -> str: ...
 
     def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered: ...
 
@@ -101,6 +119,22 @@ class TurnOutcomes(Protocol):
         """Outcomes by run_id, only for runs whose turn has ended; runs still in flight, or whose
         session or message the host no longer has, are left out. Raises HostError when the host
         cannot be read at all."""
+        ...
+
+
+class Workspaces(Protocol):
+    """The optional capability Capabilities.workspaces declares."""
+
+    def session_workspace(self, session_id: str) -> str:
+        """The directory the session works in, or "" when the host does not know the session."""
+        ...
+
+    def workspaces(self) -> list[str]:
+        """The workspaces' directories the host knows, for an operator to choose from."""
+        ...
+
+    def cancel_turn(self, session_id: str) -> None:
+        """Cancel the session's running turn (nothing if it has none). Raises HostError."""
         ...
 
 

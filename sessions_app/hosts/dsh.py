@@ -9,9 +9,13 @@ What maps to what:
   (`subagent.list {parentSessionId}` -> `parentAvailable`), else cold (DSH-HOST.md §7).
 - resume a cold session <- `session.create {sessionId, cwd}` with its recorded cwd: DSH keeps its
   stored preset and model (no override, spec §5).
-- `new` <- `session.create {sessionId, cwd: DSHLOOP_DSH_CWD, agentPreset}`, the session ID derived
-  from the occurrence key, so that a retried occurrence adopts the session it made (DSH merges a
-  create of an existing ID into that session).
+- `new` <- `session.create {sessionId, workspaceId, agentPreset}` in the workspace of the loop's
+  directory (else DSHLOOP_DSH_CWD's), the session ID derived from the occurrence key, so that a
+  retried occurrence adopts the session it made (DSH merges a create of an existing ID into that
+  session); then `/permission <preset>` through `commands/execute`, before any prompt (contract §14,
+  docs/dsh-unattended.md §2).
+- a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
+  cancelling a turn <- `session.cancel`.
 - deliver <- `session.prompt` with `steer` for a running target (next step) and `queue` otherwise
   (next turn), its `rpcId` the occurrence key. DSH does not deduplicate a repeated rpcId, and a
   prompt still queued when it stops is discarded; so a delivery counts only once a `user/message`
@@ -38,7 +42,7 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import Capabilities, Delivered, HostError, Message, RunRef, TurnEnd, deliver_each
+from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, RunRef, TurnEnd, deliver_each
 from .dsh_turns import turn_end_of
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
@@ -60,7 +64,7 @@ def new_session_id(occurrence_key: str) -> str:
 
 
 class DshHost:
-    capabilities = Capabilities(delivery_batch=1, transactional=False, turn_outcomes=True)
+    capabilities = Capabilities(delivery_batch=1, transactional=False, turn_outcomes=True, workspaces=True)
 
     def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
         self.wire = DshClient(base_url, timeout=timeout)
@@ -152,17 +156,17 @@ class DshHost:
         global interface of its own (contract §11): this one session plays it for `self`."""
         if not self.global_session_id or self._find(self.global_session_id) is not None:
             return False
-        self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement()})
+        self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement(self.cwd)})
         self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": title})
         return True
 
-    def _placement(self) -> dict:
-        """Where a session dshloop makes goes: the workspace of DSHLOOP_DSH_CWD (found or made), since
+    def _placement(self, directory: str) -> dict:
+        """Where a session dshloop makes goes: the workspace of `directory` (found or made), since
         DSH Web lists a workspace's sessions and a session made with a bare cwd joins none; with no
-        cwd configured, DSH's own default."""
-        if not self.cwd:
+        directory, DSH's own default. A directory that does not exist is a permanent DshError."""
+        if not directory:
             return {}
-        value = self.wire.call("workspace.create", {"path": self.cwd})
+        value = self.wire.call("workspace.create", {"path": directory})
         workspace = value.get("workspace") if isinstance(value, dict) else None
         workspace_id = workspace.get("workspaceId") if isinstance(workspace, dict) else None
         if not isinstance(workspace_id, str) or not workspace_id:
@@ -188,15 +192,52 @@ class DshHost:
             raise DshError(f"Session {session_id} disappeared while being resumed.", transient=False)
         return session
 
-    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
-        payload = {"sessionId": new_session_id(source["occurrence_key"]), **self._placement()}
+    def create_session(
+        self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
+    ) -> str:
+        directory = placement.workspace or self.cwd
+        payload = {"sessionId": new_session_id(source["occurrence_key"]), **self._placement(directory)}
         if preset and preset != settings.DSHLOOP_DEFAULT_PRESET:
             payload["agentPreset"] = preset  # the profile default: DSH's own default preset
         value = self.wire.call("session.create", payload)
         session_id = value.get("sessionId") if isinstance(value, dict) else None
         if not isinstance(session_id, str) or not session_id:
             raise DshError("DSH created a session but sent no sessionId.", transient=True)
+        if placement.permission_preset:
+            # Before the first prompt: no turn may run under DSH's default preset. Applying it again
+            # (a retried occurrence adopting its session) changes nothing.
+            self._set_permission_preset(session_id, placement.permission_preset)
         return session_id
+
+    def _set_permission_preset(self, session_id: str, preset: str) -> None:
+        """`/permission <preset>` for one session: DSH has no session.create field for it, and its
+        host-wide default is the user's setting, not dshloop's (docs/dsh-unattended.md §2)."""
+        value = self.wire.call(
+            "commands/execute",
+            {"args": {"agentId": session_id, "line": f"/permission {preset}", "images": []}},
+        )
+        result = json_object(json_object(value).get("result"))
+        if result.get("kind") != "success":
+            said = json_string(result.get("text")) or "no reason given"
+            raise DshError(f"DSH refused the permission preset {preset!r} for {session_id}: {said}", transient=False)
+
+    # -- workspaces (base.Workspaces) -------------------------------------------------------------------
+
+    def session_workspace(self, session_id: str) -> str:
+        item = self._find(session_id)
+        return json_string(item.get("cwd")) if item is not None else ""
+
+    def workspaces(self) -> list[str]:
+        value = self.wire.call("workspace.list", {})
+        items = json_array(json_object(value).get("items"))
+        return sorted({path for item in items if (path := json_string(json_object(item).get("path")))})
+
+    def cancel_turn(self, session_id: str) -> None:
+        try:
+            self.wire.call("session.cancel", {"sessionId": session_id})
+        except DshError as exc:
+            if exc.code != "session-not-found":  # not attached: no turn of it is running
+                raise
 
     # -- delivery ----------------------------------------------------------------------------------
 

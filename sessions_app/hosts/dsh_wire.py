@@ -22,6 +22,7 @@ PERMANENT_CODES = {
     "agent-preset-conflict",
     "agent-preset-invalid",
     "workspace-not-found",
+    "workspace-invalid-path",
     "title-invalid",
     "attachment-error",
     "invalid-time-zone",

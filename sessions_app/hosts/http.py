@@ -27,7 +27,7 @@ from sessions_app.selectors import session_info, session_list
 from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import Capabilities, Delivered, HostError, Message, deliver_each
+from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, deliver_each
 
 _STATUSES = {choice.value for choice in SessionStatus}
 
@@ -240,7 +240,10 @@ class HttpHost:
             raise HostError(f"Session {session_id} disappeared while being resumed.", transient=False)
         return session
 
-    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
+    def create_session(
+        self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
+    ) -> str:
+        # No workspaces or permission presets here (Capabilities.workspaces): the placement is not used.
         body = {"preset": preset, "first_prompt": first_prompt, "source": source}
         if model:
             body["model"] = model

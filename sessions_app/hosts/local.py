@@ -6,7 +6,7 @@ from sessions_app import selectors, services
 from sessions_app.models import SessionStatus
 
 from ..records import PresetInfo, SessionInfo
-from .base import Capabilities, Delivered, HostError, Message
+from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement
 
 
 class LocalHost:
@@ -29,7 +29,10 @@ class LocalHost:
             raise HostError(f"Session {session_id} does not exist.", transient=False)
         return selectors.session_info(services.session_resume(session_id=session_id))
 
-    def create_session(self, *, preset: str, model: str, first_prompt: str, source: dict) -> str:
+    def create_session(
+        self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
+    ) -> str:
+        # No workspaces or permission presets here (Capabilities.workspaces): the placement is not used.
         # The session and its first prompt are the host's records (DSH keeps its own), as is the
         # delivered text in its inbox: two copies of the prompt per `new` occurrence that dshloop
         # cannot share. Marked with the occurrence it was made for, the session goes with that

@@ -515,8 +515,10 @@ class FlakyHost:
     def resume_session(self, session_id):
         return self.inner.resume_session(session_id)
 
-    def create_session(self, *, preset, model, first_prompt, source):
-        return self.inner.create_session(preset=preset, model=model, first_prompt=first_prompt, source=source)
+    def create_session(self, *, preset, model, first_prompt, source, **placement):
+        return self.inner.create_session(
+            preset=preset, model=model, first_prompt=first_prompt, source=source, **placement
+        )
 
     def deliver(self, session_id, *, text, source, occurrence_key):
         self.calls += 1
