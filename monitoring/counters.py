@@ -23,12 +23,18 @@ LATENESS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 RESULTS = (RunStatus.DELIVERED, RunStatus.FAILED, RunStatus.SKIPPED)
 
 MISSED = "missed"
+TIMED_OUT = "timed_out"  # runs whose turn outlived DSHLOOP_RUN_TIMEOUT_SECONDS (contract §14)
 LATENESS_COUNT = "lateness_count"
 LATENESS_SUM_US = "lateness_sum_us"  # microseconds: integers add exactly
 
 
 def occurrences_name(result: str) -> str:
     return f"occurrences_{result}"
+
+
+def skipped_name(reason: str) -> str:
+    """The counter of runs skipped for a contract §14 reason (overlap, capacity)."""
+    return f"skipped_{reason}"
 
 
 def bucket_name(index: int) -> str:
@@ -57,6 +63,12 @@ class Tally:
     def missed(self, count: int) -> None:
         if count:
             self.counts[MISSED] += count
+
+    def skipped_for(self, reason: str) -> None:
+        self.counts[skipped_name(reason)] += 1
+
+    def timed_out(self) -> None:
+        self.counts[TIMED_OUT] += 1
 
     def delivered_late(self, scheduled_at: datetime, now: datetime) -> None:
         lateness = max((now - scheduled_at).total_seconds(), 0.0)

@@ -20,13 +20,15 @@ from django.db.models import F, Min
 from core.bulk import insert_rows, update_rows
 from loops import schedules
 from loops.humanize import short_span
-from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, RunStatus, store_revision_prompts
+from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, Overlap, RunStatus, store_revision_prompts
 from loops.queue import enqueue_deliveries
 from loops.runs import OPEN_STATUSES, free_rows, lease, new_run_id, occurrence_key, skipped_occurrence_key
 from monitoring.counters import Tally
 from scheduler.occurrence_log import log_occurrence
 from scheduler.rows import NEW_RUN_COLUMNS, NewRun
 from scheduler.stored_times import earliest_deadline, settle, stored, stores_text
+from scheduler.unattended import Capacity, capacity_reason, overlap_reason, skip_reason
+from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.clock")
 
@@ -128,11 +130,40 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
 # of every claimed loop would cost more than the schedule maths). Not the prompt: the database
 # copies it into the revision's LoopPrompt itself (store_revision_prompts).
 _CLAIM_FIELDS = ["loop_id", "state", "next_at", *SCHEDULE_COLUMNS]
-_CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision"]
+_CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision", "overlap"]
 
 
-def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
+class Claimed(list[str]):
+    """The run IDs a claim made to deliver, and how many due `new` loops it left waiting for a free
+    slot (scheduler.unattended): while some wait, the clock polls for a freed slot."""
+
+    waiting = 0
+
+
+def _bound_fresh_run(loop: Loop, run: NewRun, due_at: datetime, now: datetime, capacity: Capacity) -> bool:
+    """contract §14 for an occurrence of a `new` loop: skipped while its last run runs (overlap
+    `skip`); delivered if a slot for a fresh agent is free; else it waits (returns False, and the
+    loop keeps its deadline) or, past the misfire grace, is skipped. True: the run goes ahead,
+    delivered or recorded skipped."""
+    one_shot = loop.schedule.one_shot
+    if run.status == RunStatus.SKIPPED:  # a misfire: beyond the grace already
+        if not capacity.has_free():
+            run.error = capacity_reason(now - run.scheduled_at)
+        return True
+    if loop.overlap == Overlap.SKIP and (reason := overlap_reason(loop.loop_id, now=now)):
+        _finish_unsent(run, RunStatus.SKIPPED, reason, now)
+        loop.state = LoopState.FAILED if one_shot else LoopState.SCHEDULED
+        return True
+    if capacity.take():
+        return True
+    loop.next_at, loop.state = due_at, LoopState.SCHEDULED
+    capacity.waiting += 1
+    return False
+
+
+def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
     """Claim up to `limit` due loops in one short transaction; returns the new run IDs."""
+    capacity = Capacity(now)
     with transaction.atomic(durable=True):
         due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
         if stores_text():
@@ -141,7 +172,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         else:
             due = due.only(*_CLAIM_FIELDS)
         loops = list(free_rows(due)[:limit])
-        runs, advanced, tally = [], [], Tally()
+        runs, advanced, tally, misfired = [], [], Tally(), set()
         for loop in loops:
             if stores_text():
                 # `due` was read through stored() on this path (the type of `due` is the other path's).
@@ -158,6 +189,10 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
                 except DatabaseError:  # its savepoint rolled back; the others still go ahead
                     logger.exception("could not record the failure of loop %s", loop.loop_id)
                 continue
+            if run.status == RunStatus.SKIPPED:
+                misfired.add(run.run_id)
+            if loop.session_id == ReservedTarget.NEW and not _bound_fresh_run(loop, run, due_at, now, capacity):
+                continue  # waits for a slot, due as it was
             if connection.vendor != "postgresql":
                 # Compare-and-swap: only the clock that still sees the old deadline wins.
                 won = Loop.objects.filter(loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at).update(
@@ -176,30 +211,34 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
         # Each run reads its prompt through its revision: stored once, the first time a run has it.
         store_revision_prompts(sorted({run.loop_id for run in runs}))
         by_id = {loop.loop_id: loop for loop in loops}
-        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally)
+        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally, misfired)
         _record_misfires(
             [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], by_id, now, tally
         )
         tally.missed(sum(run.missed for run in runs))
         tally.save()
         # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
-        run_ids = [run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED]
+        run_ids = Claimed(run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED)
+        run_ids.waiting = capacity.waiting
         enqueue_deliveries(run_ids)
     return run_ids
 
 
 def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
-    """Catch-ups later than the misfire grace, now recorded as skipped runs: say so in the log.
+    """Catch-ups later than the misfire grace, and occurrences skipped for overlap or capacity
+    (scheduler.unattended), now recorded as skipped runs: say so in the log and the counters.
     A recurring loop was already moved on to its next occurrence and keeps its last result (the
     reason is on the run); a failed one-shot shows the reason itself."""
     for run in runs:
         log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
         tally.finished(RunStatus.SKIPPED)
+        if reason := skip_reason(run.error):
+            tally.skipped_for(reason)
         if loops[run.loop_id].schedule.one_shot:
             Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
 
 
-def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
+def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally, misfired: set[str]) -> None:
     """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
     does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
     for run in runs:
@@ -208,7 +247,7 @@ def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally
             f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
             f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice."
         )
-        if run.status == RunStatus.SKIPPED:
+        if run.run_id in misfired:
             run.missed -= 1  # a misfire counted itself as missed, but its occurrence has a run
         # Its own key names the occurrence it stands for; the original key stays with the first run.
         run.occurrence_key = skipped_occurrence_key(run.occurrence_key, run.run_id)
@@ -239,10 +278,13 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     return run_ids
 
 
-def next_wakeup() -> datetime | None:
-    """The earliest moment the clock has work: a loop deadline or a run's retry time."""
+def next_wakeup(*, fresh_waiting: bool = False) -> datetime | None:
+    """The earliest moment the clock has work: a loop deadline or a run's retry time. With
+    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out."""
     # Uses loop_due_idx and run_open_idx.
     scheduled = Loop.objects.filter(state=LoopState.SCHEDULED)
+    if fresh_waiting:
+        scheduled = scheduled.exclude(session_id=ReservedTarget.NEW)
     if stores_text():
         next_loop = earliest_deadline(scheduled)
     else:

@@ -30,6 +30,7 @@ logger = logging.getLogger("dshloop.clock")
 MAX_SLEEP = CLOCK_MAX_SLEEP
 MIN_SLEEP = 0.05
 SQLITE_POLL = 0.25
+CAPACITY_POLL = 1.0  # how often `new` loops waiting for a free slot look for one
 HEARTBEAT_EVERY = timedelta(seconds=25)  # alive = a tick in the last 60 s (contract §4)
 # Reconnect backoff after a database error: no crash loop while PostgreSQL restarts.
 ERROR_BACKOFF = (0.5, 1, 2, 5, 10)
@@ -71,6 +72,7 @@ class Clock:
         self.waker = Waker(self.stop)
         self.last_heartbeat: datetime | None = None
         self.started_at = timezone.now()
+        self.slots_checked_at: float | None = None  # monotonic; set while `new` loops wait for a slot
 
     def heartbeat(self, now: datetime) -> None:
         if self.last_heartbeat and now - self.last_heartbeat < HEARTBEAT_EVERY:
@@ -90,16 +92,23 @@ class Clock:
         """One pass: claim what is due, re-enqueue what needs it; returns seconds to sleep."""
         now = timezone.now()  # taken once: the claim and the next deadline use the same clock
         self.heartbeat(now)
-        wakeup = next_wakeup()  # reads only: an idle tick takes no write lock
+        # While `new` loops wait for a free slot, their deadlines are past: they are looked at every
+        # CAPACITY_POLL (a turn's end is read from the host, not signalled), not at every tick.
+        waiting = self.slots_checked_at is not None and time.monotonic() - self.slots_checked_at < CAPACITY_POLL
+        wakeup = next_wakeup(fresh_waiting=waiting)  # reads only: an idle tick takes no write lock
         if wakeup is not None and wakeup <= now:
             claimed = claim_due(now=now)
             recovered = recover_runs(now=now)
+            self.slots_checked_at = time.monotonic() if claimed.waiting else None
             if len(claimed) >= CLAIM_BATCH or len(recovered) >= CLAIM_BATCH:
                 return 0.0  # more is due right now
-            wakeup = next_wakeup()
+            wakeup = next_wakeup(fresh_waiting=bool(claimed.waiting))
+        longest = MAX_SLEEP
+        if self.slots_checked_at is not None:
+            longest = max(CAPACITY_POLL - (time.monotonic() - self.slots_checked_at), MIN_SLEEP)
         if wakeup is None:
-            return MAX_SLEEP
-        return min(max((wakeup - timezone.now()).total_seconds(), MIN_SLEEP), MAX_SLEEP)
+            return longest
+        return min(max((wakeup - timezone.now()).total_seconds(), MIN_SLEEP), longest)
 
     def run(self) -> None:
         logger.info("clock %s started", self.instance_id)

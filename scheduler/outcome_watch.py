@@ -4,54 +4,66 @@ A host that declares the `turn_outcomes` capability (the `dsh` host: DSH's sessi
 every few seconds, how the turns of recently delivered runs ended; each answer is recorded as if the
 host had called `POST /api/host/runs/{run_id}/outcome` (scheduler.outcomes.record_outcome). Hosts
 without it report outcomes through that endpoint only, and this poll does nothing for them.
+
+The same poll bounds unattended turns (contract §14): a fresh session's turn that waits for a
+person (an approval, a question) is cancelled at once, and one still going after
+DSHLOOP_RUN_TIMEOUT_SECONDS is cancelled then; both runs are failed. So a `new` run never waits
+forever, and its slot (scheduler.unattended) always frees.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import cast
 
+from django.conf import settings
 from django.utils import timezone
 
 from core.errors import ApiError
 from core.timeutil import to_ms
+from loops.humanize import short_span
 from loops.models import LoopRun, RunStatus
-from scheduler.outcomes import record_outcome
+from scheduler.outcomes import end_turn, note_no_outcome, record_outcome
+from scheduler.unattended import run_timeout
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import HostError, RunRef, TurnOutcomes
+from sessions_app.hosts.base import Host, HostError, RunRef, TurnOutcomes, Workspaces
+from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.delivery")
-
-# Runs delivered longer ago than this get no outcome from the poll (a turn that ran longer, or a
-# host that was down all that while, leaves the run without one). The window bounds the host's
-# work: each poll reads each session's log back to its oldest run in the window, no further.
-WINDOW = timedelta(hours=1)
 
 
 def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
     """Ask the host how the turns of delivered runs without an outcome ended, and record the
-    answers; how many outcomes were recorded. A host that cannot be read is logged, not raised."""
+    answers; then end the turns past the run timeout (contract §14). Returns how many outcomes were
+    recorded. A host that cannot be read is logged, not raised."""
     host = get_host()
     if not host.capabilities.turn_outcomes:
         return 0
     now = now or timezone.now()
+    recorded = _read_outcomes(host, now=now, limit=limit)
+    return recorded + _enforce_timeout(host, now=now, limit=limit)
+
+
+def _read_outcomes(host: Host, *, now: datetime, limit: int) -> int:
+    # Runs delivered within the run timeout are asked about: each poll reads each session's log back
+    # to its oldest run in that window, no further; older ones are the timeout's (_enforce_timeout).
     # No index serves this filter, on purpose: one would cost every delivery an index write, for a
     # query only DSH deployments run. Those are single-machine (DSH answers loopback only), their
     # run table is bounded by retention (DSHLOOP_RUN_HISTORY_LIMIT per loop), and the window keeps
     # both the rows that match and the host's log reads small.
     pending = (
-        LoopRun.objects.filter(status=RunStatus.DELIVERED, outcome="", finished_at__gte=now - WINDOW)
+        LoopRun.objects.filter(status=RunStatus.DELIVERED, outcome="", finished_at__gte=now - run_timeout())
         .exclude(target_session_id="")
         .order_by("finished_at")  # the oldest first: they leave the window soonest
-        .values_list("run_id", "target_session_id", "occurrence_key", "started_at", "finished_at")[:limit]
+        .values_list("run_id", "target_session_id", "occurrence_key", "started_at", "finished_at", "target")[:limit]
     )
     refs = []
-    for run_id, session_id, key, started_at, finished_at in pending:
+    for run_id, session_id, key, started_at, finished_at, target in pending:
         # The message cannot predate the run's first delivery attempt (started_at).
         sent = started_at or finished_at
         assert sent is not None  # a delivered run has finished (the filter above)
-        refs.append(RunRef(run_id, session_id, key, to_ms(sent)))
+        refs.append(RunRef(run_id, session_id, key, to_ms(sent), fresh=target == ReservedTarget.NEW))
     if not refs:
         return 0
     try:
@@ -64,6 +76,9 @@ def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
         ended = answers.get(ref.run_id)
         if ended is None:
             continue  # still running, or the host cannot tell
+        if ended.stalled:
+            recorded += _end(host, ref.run_id, ref.session_id, ended.error, timed_out=False, now=now)
+            continue
         try:
             record_outcome(run_id=ref.run_id, status=ended.status, summary=ended.summary, error=ended.error)
         except ApiError as exc:  # outcome_recorded (another report came first), not_found (deleted)
@@ -71,3 +86,48 @@ def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
             continue
         recorded += 1
     return recorded
+
+
+def _enforce_timeout(host: Host, *, now: datetime, limit: int) -> int:
+    """Delivered runs whose turn is still going after DSHLOOP_RUN_TIMEOUT_SECONDS: a fresh session's
+    turn is cancelled and its run failed ("timed out after …"); a run into an existing session is
+    only marked ("no outcome within …"), never cancelled. Returns how many runs were failed."""
+    timeout = settings.DSHLOOP_RUN_TIMEOUT_SECONDS
+    overdue = list(
+        LoopRun.objects.filter(status=RunStatus.DELIVERED, outcome="", error="", finished_at__lt=now - run_timeout())
+        .exclude(target_session_id="")
+        .order_by("finished_at")
+        .values_list("run_id", "target_session_id", "target")[:limit]
+    )
+    span = short_span(timeout)
+    failed = 0
+    for run_id, session_id, target in overdue:
+        if target == ReservedTarget.NEW:
+            error = (
+                f"timed out after {span} (DSHLOOP_RUN_TIMEOUT_SECONDS): the turn was still running, so dshloop "
+                "cancelled it in the host."
+            )
+            failed += _end(host, run_id, session_id, error, timed_out=True, now=now)
+    existing = [run_id for run_id, _, target in overdue if target != ReservedTarget.NEW]
+    if existing:
+        note_no_outcome(
+            run_ids=existing,
+            error=f"no outcome within {span} (DSHLOOP_RUN_TIMEOUT_SECONDS): the turn had not ended. dshloop never "
+            "cancels a turn in an existing session; an outcome the host reports later is still recorded.",
+        )
+    return failed
+
+
+def _end(host: Host, run_id: str, session_id: str, error: str, *, timed_out: bool, now: datetime) -> int:
+    try:
+        ended = end_turn(
+            run_id=run_id,
+            error=error,
+            cancel=lambda: cast(Workspaces, host).cancel_turn(session_id),
+            timed_out=timed_out,
+            now=now,
+        )
+    except HostError as exc:
+        logger.warning("the turn of run %s in session %s could not be cancelled: %s", run_id, session_id, exc)
+        return 0
+    return int(ended)

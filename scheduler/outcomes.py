@@ -9,6 +9,7 @@ Recording is idempotent for the same outcome; a different one is refused: the fi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db import transaction
@@ -17,6 +18,7 @@ from django.utils import timezone
 from core.errors import InvalidInput, NotFound, OutcomeRecorded
 from core.timeutil import truncate_to_ms
 from loops.models import LoopRun, RunOutcome, RunStatus
+from monitoring.counters import Tally
 from scheduler.failures import locked_loops, take_outcome
 
 logger = logging.getLogger("dshloop.delivery")
@@ -71,3 +73,35 @@ def _is_latest(run: LoopRun) -> bool:
         scheduled_at__gt=run.scheduled_at,
         status__in=(RunStatus.DELIVERED, RunStatus.FAILED),
     ).exists()
+
+
+def end_turn(*, run_id: str, error: str, cancel: Callable[[], None], timed_out: bool, now: datetime) -> bool:
+    """dshloop ends a run's turn itself (contract §14: a fresh session's turn past the run timeout,
+    or stuck waiting for a person): `cancel` it in the host while the run's row is locked, then
+    record the run failed, with outcome failed and `error`. The lock keeps an outcome the host
+    reports meanwhile from coming first; a HostError from `cancel` records nothing (the next pass
+    tries again). False when the run has an outcome already."""
+    now = truncate_to_ms(now)
+    with transaction.atomic(durable=True):
+        run = LoopRun.objects.select_for_update().filter(run_id=run_id, outcome="").first()
+        if run is None:
+            return False
+        cancel()
+        run.status, run.outcome, run.outcome_at, run.error = RunStatus.FAILED, RunOutcome.FAILED, now, error
+        run.save(update_fields=["status", "outcome", "outcome_at", "error"])
+        logger.warning(
+            "loop=%s scheduled=%s turn=failed run=%s error=%r", run.loop_id, run.scheduled_at.isoformat(), run_id, error
+        )
+        _update_loop(run, now)
+        if timed_out:
+            tally = Tally()
+            tally.timed_out()
+            tally.save()
+    return True
+
+
+def note_no_outcome(*, run_ids: list[str], error: str) -> int:
+    """Runs into existing sessions whose turn outlived the run timeout: never cancelled by dshloop
+    (a person's conversation), only marked, so that they say why no outcome came and leave the
+    watch. An outcome the host reports later is still taken."""
+    return LoopRun.objects.filter(run_id__in=run_ids, outcome="", error="").update(error=error)

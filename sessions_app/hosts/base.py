@@ -31,6 +31,9 @@ class RunRef:
     # Epoch ms no later than the message reached the host (the run's first delivery attempt):
     # a host reads its log back to here, never further.
     delivered_at_ms: int
+    # A fresh session's run (a `new` loop's): nobody watches it, so a turn that waits for a person
+    # (an approval, a question) is reported as stalled instead of being waited on.
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class TurnEnd:
     status: str  # succeeded | failed | cancelled (loops.models.RunOutcome)
     summary: str = ""  # the turn's final assistant text, when the host has it (≤ OUTCOME_TEXT_LIMIT)
     error: str = ""  # why it failed or was cancelled (≤ OUTCOME_TEXT_LIMIT)
+    # The turn has not ended, and cannot without a person: the caller cancels it, then records this.
+    stalled: bool = False
 
 
 def clip(text: str, limit: int = OUTCOME_TEXT_LIMIT) -> str:

@@ -43,7 +43,7 @@ from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
 from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, RunRef, TurnEnd, deliver_each
-from .dsh_turns import turn_end_of
+from .dsh_turns import stall_of, turn_end_of
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
 logger = logging.getLogger("dshloop.hosts")
@@ -347,6 +347,8 @@ class DshHost:
                 continue
             for run in session_runs:
                 ended = turn_end_of(events, run.occurrence_key)
+                if ended is None and run.fresh:
+                    ended = stall_of(events, run.occurrence_key)
                 if ended is not None:
                     outcomes[run.run_id] = ended
         return outcomes

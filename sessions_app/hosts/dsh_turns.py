@@ -85,3 +85,45 @@ def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
         elif event.get("type") == "turn/end":
             return map_turn_end(data.get("reason"), events[start:index])
     return None
+
+
+def stall_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
+    """For an unwatched turn that has not ended: the failure it is stuck on, when it waits for a
+    person — an `approval/asked` with no `approval/decided`, or an `ask_user_question` call with no
+    result (DSH waits for those forever; docs/dsh-unattended.md §2). None: not stuck on one."""
+    started, asked, questions = False, {}, 0
+    for event in events:
+        data = json_object(event.get("data"))
+        kind = event.get("type")
+        if not started:
+            origin = json_object(data.get("source"))
+            started = kind == "user/message" and origin.get("rpcId") == occurrence_key
+        elif kind == "turn/end":
+            return None
+        elif kind == "approval/asked":
+            asked[json_string(data.get("id"))] = data
+        elif kind == "approval/decided" and data.get("id"):
+            asked.pop(json_string(data.get("id")), None)
+        elif kind == "approval/decided":  # no id: it answers whatever was asked
+            asked.clear()
+        elif kind == "tool/call" and data.get("name") == "ask_user_question":
+            questions += 1
+        elif kind == "tool/result" and questions:
+            questions -= 1
+    if asked:
+        request = next(iter(asked.values()))
+        what = json_string(request.get("toolName")) or "a tool"
+        why = json_string(request.get("reason"))
+        waits = f"an approval for {what}" + (f" ({why})" if why else "")
+    elif questions:
+        waits = "an answer to a question (ask_user_question)"
+    else:
+        return None
+    return TurnEnd(
+        "failed",
+        error=clip(
+            f"Unattended run stopped: its turn waited for {waits}, which nobody watching a fresh session "
+            "can give; dshloop cancelled the turn (it fails closed)."
+        ),
+        stalled=True,
+    )
