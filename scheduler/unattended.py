@@ -70,8 +70,8 @@ def overlap_reason(loop_id: str, *, now: datetime) -> str | None:
 def capacity_reason(late: timedelta) -> str:
     limit = settings.DSHLOOP_MAX_CONCURRENT_NEW_RUNS
     return (
-        f"Skipped (capacity): it waited {short_span(max(1, round(late.total_seconds())))} for one of the "
-        f"{limit} slots for fresh sessions (DSHLOOP_MAX_CONCURRENT_NEW_RUNS), beyond the misfire grace of "
+        f"Skipped (capacity): it waited {short_span(max(1, round(late.total_seconds())))} for a free slot while "
+        f"{limit} fresh sessions were running (DSHLOOP_MAX_CONCURRENT_NEW_RUNS), beyond the misfire grace of "
         f"{settings.DSHLOOP_MISFIRE_GRACE_SECONDS} s (DSHLOOP_MISFIRE_GRACE_SECONDS); the loop goes on with "
         "its next occurrence."
     )
