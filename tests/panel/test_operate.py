@@ -266,7 +266,8 @@ def test_edit_of_the_schedule_and_target_recomputes_the_next_run_from_now(staff_
     assert (edited.every_seconds, edited.session_id, edited.preset, edited.revision) == (300, "new", "reviewer", 2)
     assert before + timedelta(minutes=5) <= edited.next_at <= timezone.now() + timedelta(minutes=5)
     (event,) = LoopEvent.objects.filter(kind="edited")
-    assert set(event.changes) == {"schedule", "session_id", "preset"}
+    # Becoming `new`, it takes the default permission preset (contract §14) in the same revision.
+    assert set(event.changes) == {"schedule", "session_id", "preset", "permission_preset"}
     # Back to inheriting the preset: preset null.
     edit(staff_client, fresh(loop), preset="")
     assert fresh(loop).preset == "" and fresh(loop).revision == 3
