@@ -323,6 +323,9 @@ DSHLOOP_RUN_TIMEOUT_SECONDS = env_int("DSHLOOP_RUN_TIMEOUT_SECONDS", 3600, minim
 # Contract §14: at most this many fresh (`new`) agents running at once across the profile; an
 # occurrence over it waits for a slot, in order (every scheduler counts the same runs).
 DSHLOOP_MAX_CONCURRENT_NEW_RUNS = env_int("DSHLOOP_MAX_CONCURRENT_NEW_RUNS", 4, minimum=1)
+# How often a scheduler asks a host that reports turn ends (dsh) how the delivered turns ended, and
+# enforces the run timeout: a slot for a fresh agent frees at most this long after its turn ended.
+DSHLOOP_OUTCOME_POLL_SECONDS = env_int("DSHLOOP_OUTCOME_POLL_SECONDS", 5)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
 # (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
 # calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.

@@ -86,7 +86,6 @@ class PruneJob:
 # settled by the claim at once, so this only bounds how late a hidden one can be.
 SETTLE_INTERVAL_SECONDS = 60.0
 
-OUTCOME_POLL_SECONDS = 5.0
 OUTCOME_POLL_LIMIT = 200  # runs asked about per poll
 
 
@@ -106,7 +105,7 @@ def default_jobs() -> list[Job]:
     if stores_text():
         jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, lambda: settle_step(now=timezone.now())))
     if get_host().capabilities.turn_outcomes:
-        jobs.append(Job("outcomes", OUTCOME_POLL_SECONDS, poll_outcomes_step))
+        jobs.append(Job("outcomes", settings.DSHLOOP_OUTCOME_POLL_SECONDS, poll_outcomes_step))
     return jobs
 
 
