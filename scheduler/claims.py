@@ -140,7 +140,7 @@ class Claimed(list[str]):
     waiting = 0
 
 
-def _bound_fresh_run(loop: Loop, run: NewRun, due_at: datetime, now: datetime, capacity: Capacity) -> bool:
+def _bound_fresh_run(loop: Loop, run: NewRun, due_at: datetime | None, now: datetime, capacity: Capacity) -> bool:
     """contract §14 for an occurrence of a `new` loop: skipped while its last run runs (overlap
     `skip`); delivered if a slot for a fresh agent is free; else it waits (returns False, and the
     loop keeps its deadline) or, past the misfire grace, is skipped. True: the run goes ahead,
