@@ -10,8 +10,11 @@ import pytest
 
 from loops.models import Loop, LoopRun, RunStatus
 from tests.conftest import after, create_loop, every
+from tests.dsh import DshHost as RealDsh
+from tests.dsh import require_dsh_dir
 from tests.processes import Schedulers, wait_for
 from tests.sessions_app import test_dsh_outcomes
+from tests.stub_model import StubModel
 
 # The stub model and the DSH that uses it, as fixtures here too.
 stub_model, modelled = test_dsh_outcomes.stub_model, test_dsh_outcomes.modelled
@@ -26,13 +29,12 @@ def workspace(tmp_path):
     return path
 
 
-@pytest.fixture
-def schedulers(modelled, settings, workspace, tmp_path):
-    """This process and its schedulers talk to the modelled DSH; turns' ends are read every second."""
-    env = {"DSHLOOP_HOST": "dsh", "DSHLOOP_DSH_URL": modelled.url, "DSHLOOP_DSH_CWD": str(workspace)}
-    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL, settings.DSHLOOP_DSH_CWD = "dsh", modelled.url, str(workspace)
+def schedulers_on(real: RealDsh, settings, workspace, tmp_path) -> Schedulers:
+    """This process and its schedulers talk to `real`; turns' ends are read every second."""
+    env = {"DSHLOOP_HOST": "dsh", "DSHLOOP_DSH_URL": real.url, "DSHLOOP_DSH_CWD": str(workspace)}
+    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL, settings.DSHLOOP_DSH_CWD = "dsh", real.url, str(workspace)
     settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS = 0  # occurrences seconds apart: the floor has its own tests
-    running = Schedulers(
+    return Schedulers(
         tmp_path,
         **env,
         DSHLOOP_OUTCOME_POLL_SECONDS="1",
@@ -40,6 +42,11 @@ def schedulers(modelled, settings, workspace, tmp_path):
         DSHLOOP_FAILURE_BACKOFF_SECONDS="1",
         DSHLOOP_AUTO_PAUSE_AFTER="0",
     )
+
+
+@pytest.fixture
+def schedulers(modelled, settings, workspace, tmp_path):
+    running = schedulers_on(modelled, settings, workspace, tmp_path)
     yield running
     running.close()
 
@@ -109,3 +116,46 @@ def test_two_schedulers_never_run_more_fresh_agents_than_the_cap(modelled, sched
     delivered = LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in loops], status=RunStatus.DELIVERED)
     assert most == 2 and delivered.count() >= 4  # the cap was reached, and slots were freed and reused
     assert len({run.loop_id for run in delivered}) >= 3  # in deadline order: not one loop taking every slot
+
+
+@pytest.fixture
+def tool_calling(tmp_path):
+    """A real DSH whose model calls the tool a prompt names (tests/stub_model.py: CALLTOOL)."""
+    with StubModel() as model:
+        real = RealDsh(require_dsh_dir(), tmp_path / "dsh-home", env=model.env()).start()
+        yield real
+        real.stop()
+
+
+ESCALATE = (
+    'CALLTOOL bash {"command": "touch /etc/dshloop-was-here", "description": "write outside", '
+    '"sandbox_permissions": "danger-full-access", "justification": "it needs to"}'
+)
+
+
+def test_a_fresh_turn_waiting_for_an_approval_is_cancelled_and_fails_closed(
+    tool_calling, settings, workspace, tmp_path
+):
+    """DSH's read-only preset asks before a command escalates its sandbox, and an unwatched ask waits
+    forever: the run fails at once, naming it, well before the run timeout."""
+    running = schedulers_on(tool_calling, settings, workspace, tmp_path)
+    try:
+        loop = create_loop(after(1), prompt=ESCALATE, target="new")
+        running.start_ready()
+        run = wait_for(
+            lambda: LoopRun.objects.filter(loop_id=loop.loop_id).exclude(outcome="").first(),
+            timeout=40,
+            interval=0.3,
+            message="the run's outcome",
+        )
+    finally:
+        running.close()
+    assert (run.status, run.outcome) == (RunStatus.FAILED, "failed"), (run.status, run.outcome, run.error)
+    assert "waited for an approval for bash" in run.error and "fails closed" in run.error, run.error
+    session = tool_calling.sessions()[run.target_session_id]
+    assert session["projections"]["values"]["permissions"]["currentValue"] == "read-only"
+    assert not session["running"]
+    events = tool_calling.history(run.target_session_id)
+    [decided] = [event["data"] for event in events if event["type"] == "approval/decided"]
+    [ended] = [event["data"] for event in events if event["type"] == "turn/end"]
+    assert decided["outcome"] == "cancelled" and ended["reason"]["kind"] == "aborted", (decided, ended)
