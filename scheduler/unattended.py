@@ -43,8 +43,9 @@ def running_fresh_runs(*, now: datetime) -> QuerySet[LoopRun]:
     """The runs of `new` loops whose fresh agent counts as running (see the module docstring)."""
     running = Q(status__in=OPEN_STATUSES)
     if get_host().capabilities.turn_outcomes:
-        running |= Q(status=RunStatus.DELIVERED, outcome="", finished_at__gte=now - run_timeout())
-    return LoopRun.objects.filter(running, target=ReservedTarget.NEW)
+        running |= Q(status=RunStatus.DELIVERED, finished_at__gte=now - run_timeout())
+    # Within run_fresh_idx (a run whose outcome a host reported early has ended, even while open).
+    return LoopRun.objects.filter(running, target=ReservedTarget.NEW, outcome="")
 
 
 def overlap_reason(loop_id: str, *, now: datetime) -> str | None:
