@@ -1,7 +1,8 @@
 """Admin for the loop registry (contract §8). Writes go through the services, never the ORM:
 adding a loop opens the panel's form (loops.services.create), deleting calls lifecycle.loop_delete,
-the bulk Pause / Resume / Run now actions call the operators' operations (contract §9), and loops
-and runs are otherwise read-only (spec §1: there is no update tool; edits are the panel's form)."""
+the bulk Pause / Resume / Run now actions call the operators' operations (contract §9), the Overlap
+actions edit `new` loops through loops.services.edit (contract §14), and loops and runs are otherwise
+read-only (spec §1: there is no update tool; edits are the panel's form)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from core.errors import ApiError, UnknownLoop
 from loops import humanize
 from loops.events import Actor
 from loops.humanize import loop_zone, preview
-from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, SchedulerHeartbeat
+from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, Overlap, SchedulerHeartbeat
 from loops.presenters import loop_state
 from loops.selectors import fire_times, loop_runs
-from loops.services import lifecycle
+from loops.services import edit, lifecycle
+from sessions_app.models import ReservedTarget
 
 RUN_HISTORY = 50
 
@@ -47,12 +49,28 @@ class LoopAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     list_per_page = 50
     show_full_result_count = False  # the count query on a large registry is not worth it per page
-    actions = ["pause_selected", "resume_selected", "run_now_selected", "delete_through_service"]
+    actions = [
+        "pause_selected",
+        "resume_selected",
+        "run_now_selected",
+        "overlap_skip_selected",
+        "overlap_allow_selected",
+        "delete_through_service",
+    ]
     fieldsets = [
         (None, {"fields": ["loop_id", "name", "prompt", "current_state", "revision", "panel_link"]}),
         ("Paused", {"fields": ["paused_at", "pause_reason", "consecutive_failures"]}),
         ("Schedule", {"fields": ["schedule_words", *SCHEDULE_COLUMNS, "upcoming"]}),
         ("Target", {"fields": ["session_id", "preset", "created_by_session_id", "created_at"]}),
+        (
+            "Unattended runs",
+            {
+                "fields": ["workspace", "permission_preset", "overlap"],
+                "description": 'Only for loops that target "new" (contract §14): where each fresh session starts '
+                "(empty: the host default, DSHLOOP_DSH_CWD), the permission preset it runs under (empty: the "
+                "host's own), and whether an occurrence starts while the last run is still running.",
+            },
+        ),
         ("Last run", {"fields": ["next_at", "last_run_at", "last_result", "last_error", "v1_id"]}),
         ("Run history", {"fields": ["run_history"]}),
     ]
@@ -90,14 +108,19 @@ class LoopAdmin(admin.ModelAdmin):
         # but whoever may change loops may pause, resume and run them.
         return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
 
-    def _operate(self, request, queryset, operation, *, done: str, skip=None, skipped: str = ""):
-        """Call `operation` for each selected loop; `skip(state)`: nothing to do (pause and resume
-        are idempotent, so this only keeps the count and the audit trail honest)."""
+    def _operate(self, request, queryset, operation, *, done: str, skip=None):
+        """Call `operation` for each selected loop; `skip(loop)` (its loop_id, state, session_id and
+        overlap) says why there is nothing to do for one, or None. Pause and resume are idempotent,
+        so skipping only keeps the count and the audit trail honest."""
         actor = Actor.user(request.user)
-        count, passed, refused = 0, [], []
-        for loop_id, state in queryset.order_by("loop_id").values_list("loop_id", "state"):
-            if skip is not None and skip(state):
-                passed.append(loop_id)
+        count, refused = 0, []
+        passed: dict[str, list[str]] = {}  # why nothing was done -> those loops
+        rows = queryset.order_by("loop_id").values_list("loop_id", "state", "session_id", "overlap", named=True)
+        for row in rows:
+            loop_id = row.loop_id
+            reason = skip(row) if skip is not None else None
+            if reason:
+                passed.setdefault(reason, []).append(loop_id)
                 continue
             try:
                 operation(loop_id=loop_id, actor=actor)
@@ -108,8 +131,8 @@ class LoopAdmin(admin.ModelAdmin):
             else:
                 count += 1
         text = f"{done} {count} loop{'s' if count != 1 else ''}."
-        if passed:
-            text += f" {len(passed)} {'was' if len(passed) == 1 else 'were'} {skipped}: {', '.join(passed)}."
+        for reason, ids in passed.items():
+            text += f" {len(ids)} {'was' if len(ids) == 1 else 'were'} {reason}: {', '.join(ids)}."
         self.message_user(request, text, messages.SUCCESS if count or not refused else messages.WARNING)
         if refused:
             items = format_html_join("", "<li>{}</li>", ((reason,) for reason in refused))
@@ -122,8 +145,7 @@ class LoopAdmin(admin.ModelAdmin):
             queryset,
             lifecycle.loop_pause,
             done="Paused",
-            skip=lambda state: state == LoopState.PAUSED,
-            skipped="already paused",
+            skip=lambda loop: "already paused" if loop.state == LoopState.PAUSED else None,
         )
 
     @admin.action(description="Resume selected loops", permissions=["operate"])
@@ -133,13 +155,32 @@ class LoopAdmin(admin.ModelAdmin):
             queryset,
             lifecycle.loop_resume,
             done="Resumed",
-            skip=lambda state: state != LoopState.PAUSED,
-            skipped="not paused",
+            skip=lambda loop: "not paused" if loop.state != LoopState.PAUSED else None,
         )
 
     @admin.action(description="Run selected loops now (one manual run each)", permissions=["operate"])
     def run_now_selected(self, request, queryset):
         self._operate(request, queryset, lifecycle.loop_run_now, done="Queued a manual run of")
+
+    def _set_overlap(self, request, queryset, overlap: Overlap):
+        def set_overlap(*, loop_id: str, actor: Actor):
+            # An edit like the panel's and PATCH's: a revision and an `edited` event (contract §14).
+            edit.loop_edit(loop_id=loop_id, changes={"overlap": overlap}, actor=actor)
+
+        def skip(loop) -> str | None:
+            if loop.session_id != ReservedTarget.NEW:
+                return 'left alone (overlap is only for loops that target "new")'
+            return f"already set to {overlap}" if loop.overlap == overlap else None
+
+        self._operate(request, queryset, set_overlap, done=f"Set overlap to {overlap} on", skip=skip)
+
+    @admin.action(description="Overlap: skip while running", permissions=["operate"])
+    def overlap_skip_selected(self, request, queryset):
+        self._set_overlap(request, queryset, Overlap.SKIP)
+
+    @admin.action(description="Overlap: allow", permissions=["operate"])
+    def overlap_allow_selected(self, request, queryset):
+        self._set_overlap(request, queryset, Overlap.ALLOW)
 
     @admin.action(description="Delete selected loops (run history stays)", permissions=["delete"])
     def delete_through_service(self, request, queryset):

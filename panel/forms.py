@@ -3,7 +3,8 @@
 The forms only collect and convert (amount x unit -> seconds, radio choices -> a LoopCreateIn or a
 LoopPatchIn); every rule is the service's: the input goes through the same models and the same
 loop_create_from / loop_edit_from as the loop_create tool and PATCH /api/loops/{id}, and
-the contract's error message comes back inline on the field it names (ApiError.field).
+the contract's error message comes back inline on the field it names (ApiError.field). The edit
+form of a loop that targets `new` also has its workspace, permission preset and overlap (§14).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from core.timeutil import truncate_to_ms
 from core.validation import invalid_input_from
 from loops import schedules
 from loops.events import Actor
-from loops.models import ActorKind, Loop
+from loops.models import ActorKind, Loop, Overlap
 from loops.presenters import schedule_view
 from loops.schemas import LoopCreateIn, LoopPatchIn
 from loops.services import create, edit
+from sessions_app.models import ReservedTarget
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
 KINDS = [("every", "Every…"), ("after", "Once, after…"), ("cron", "On a cron schedule")]
@@ -40,7 +42,19 @@ FIELD_FOR_PATH = {
     "schedule.expr": "cron_expr",
     "schedule.tz": "tz",
     "preset": "preset",
+    "workspace": "workspace",
+    "permission_preset": "permission_preset",
+    "overlap": "overlap",
 }
+
+# contract §14, as the panel says it.
+OVERLAP_WORDS: dict[str, str] = {
+    Overlap.ALLOW: "Start another run (allow)",
+    Overlap.SKIP: "Skip while the last run is still running (skip)",
+}
+# The workspace menu's "type a directory" entry: never a workspace, as those are absolute paths.
+OTHER_WORKSPACE = "other"
+UNATTENDED_FORM_FIELDS = ("workspace", "workspace_other", "permission_preset", "overlap")
 
 
 def zone_choices() -> list[tuple[str, str]]:
@@ -70,6 +84,8 @@ class TargetRadios(forms.RadioSelect):
 
 
 class LoopCreateForm(forms.Form):
+    unattended = False  # a `new` loop's §14 fields: only the edit form of such a loop has them
+
     prompt = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 4, "placeholder": "What should the session be told?"}),
         required=False,  # the service trims and refuses an empty prompt with the contract's message
@@ -238,7 +254,12 @@ def initial_for(loop: Loop) -> dict:
     else:
         initial.update(target="session", session=loop.session_id)
     if loop.session_id == "new":
-        initial["preset"] = loop.preset
+        initial.update(
+            preset=loop.preset,
+            workspace=loop.workspace,
+            permission_preset=loop.permission_preset,
+            overlap=loop.overlap,
+        )
     match loop.schedule:
         case schedules.Every(every_seconds=seconds):
             initial["every_amount"], initial["every_unit"] = amount_and_unit(seconds)
@@ -260,6 +281,10 @@ class LoopEditForm(LoopCreateForm):
     Only the fields that differ from the loop go to loop_edit_from, validated by the same
     LoopPatchIn as PATCH /api/loops/{id}. `revision` is the one the page showed: if the loop was
     edited meanwhile the form says so instead of writing its older values over the newer ones.
+
+    A loop that targets `new` also shows its workspace (a menu of the host's workspaces and the
+    loop's own, or a typed directory), permission preset and overlap (contract §14); other loops
+    have none of these fields, and a loop that becomes `new` gets the service's defaults for them.
     """
 
     name = forms.CharField(
@@ -268,12 +293,52 @@ class LoopEditForm(LoopCreateForm):
         widget=forms.TextInput(attrs={"maxlength": 120, "placeholder": "Optional, for people: “Morning report”"}),
     )
     revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    # contract §14 (only for a loop that targets `new`). Plain text under a menu: whether a value
+    # is acceptable is the service's decision (LoopPatchIn, check_permission_preset), with its message.
+    workspace = forms.CharField(required=False, label="Workspace", widget=forms.Select)
+    workspace_other = forms.CharField(
+        required=False,
+        label="Directory",
+        widget=forms.TextInput(
+            attrs={
+                "placeholder": "/home/me/project",
+                "spellcheck": "false",
+                "autocapitalize": "off",
+                "autocomplete": "off",
+            }
+        ),
+    )
+    permission_preset = forms.CharField(required=False, label="Permission preset", widget=forms.Select)
+    overlap = forms.CharField(
+        required=False, label="Overlap", widget=forms.RadioSelect(choices=list(OVERLAP_WORDS.items()))
+    )
 
-    def __init__(self, *args, loop: Loop, sessions, global_session=None, presets=(), **kwargs):
+    def __init__(
+        self,
+        *args,
+        loop: Loop,
+        sessions,
+        global_session=None,
+        presets=(),
+        workspaces=(),
+        default_workspace: str = "",
+        workspaces_note: str = "",
+        **kwargs,
+    ):
+        """workspaces: the directories the host offers (sessions_app.hosts.base.Workspaces);
+        default_workspace: where a fresh session starts when the loop names none, if known;
+        workspaces_note: why the host's workspaces are missing (it could not be asked)."""
         kwargs.setdefault("initial", initial_for(loop))
         presets = sorted({*presets, loop.preset} - {""})
         super().__init__(*args, sessions=sessions, global_session=global_session, presets=presets, **kwargs)
         self.loop = loop
+        self.unattended = loop.session_id == ReservedTarget.NEW
+        self.workspaces_note = workspaces_note
+        if self.unattended:
+            self._offer_unattended(workspaces, default_workspace)
+        else:
+            for name in UNATTENDED_FORM_FIELDS:
+                del self.fields[name]
         if loop.session_id == "self":
             # Keeping the target it has needs no global interface (only a change of target is checked).
             self.fields["target"].widget.unavailable = set()
@@ -287,10 +352,48 @@ class LoopEditForm(LoopCreateForm):
             # panel.js would put the browser's zone in place of "host time zone": a change nobody asked for.
             self.fields["tz"].widget.attrs.pop("data-browser-zone", None)
 
+    def _offer_unattended(self, workspaces, default_workspace: str) -> None:
+        loop = self.loop
+        default = f"Host default ({default_workspace})" if default_workspace else "Host default"
+        known = sorted({*workspaces, loop.workspace} - {""})
+        self.fields["workspace"].widget.choices = [
+            ("", default),
+            *((path, path) for path in known),
+            (OTHER_WORKSPACE, "Another directory…"),
+        ]
+        presets = list(settings.DSHLOOP_PERMISSION_PRESETS)
+        if loop.permission_preset not in presets:
+            # Kept as it is unless changed: a preset since dropped from the list, or "" (the host's own).
+            presets.insert(0, loop.permission_preset)
+        self.fields["permission_preset"].widget.choices = [(p, p or "The host's own default") for p in presets]
+
+    def clean(self):
+        cleaned = super().clean()
+        typed = self.unattended and cleaned.get("target") == ReservedTarget.NEW
+        if typed and cleaned.get("workspace") == OTHER_WORKSPACE and not cleaned.get("workspace_other"):
+            self.add_error("workspace_other", "Type the directory's absolute path, or choose the host default.")
+        return cleaned
+
     def field_for(self, path: str | None) -> str | None:
         if path == "name":
             return "name"
-        return super().field_for(path)
+        if path == "workspace" and self.cleaned_data.get("workspace") == OTHER_WORKSPACE:
+            return "workspace_other"
+        field = super().field_for(path)
+        return field if field in self.fields else None  # a §14 field of a loop that is no longer `new`
+
+    def _unattended_values(self) -> dict[str, str]:
+        """The §14 values the form sent ("" for a workspace: the host default); a field that was
+        not sent (a script's post) is left as it is."""
+        data, sent = self.cleaned_data, {}
+        if self.add_prefix("workspace") in self.data:
+            choice = data.get("workspace", "")
+            sent["workspace"] = data.get("workspace_other", "") if choice == OTHER_WORKSPACE else choice
+        if self.add_prefix("permission_preset") in self.data:
+            sent["permission_preset"] = data.get("permission_preset", "")
+        if data.get("overlap"):
+            sent["overlap"] = data["overlap"]
+        return sent
 
     def patch(self) -> dict:
         """The PATCH body (contract §9) of what differs from the loop, before validation."""
@@ -308,6 +411,11 @@ class LoopEditForm(LoopCreateForm):
             patch["session_id"] = target
         if target == "new" and body.get("preset") != (loop.preset or None):
             patch["preset"] = body.get("preset")  # None: back to inheriting the creator's preset
+        if target == ReservedTarget.NEW and self.unattended:
+            for field, value in self._unattended_values().items():
+                if value != getattr(loop, field):
+                    # None: the workspace's host default, the host's own preset (LoopPatchIn).
+                    patch[field] = value or None
         return patch
 
     def save(self, *, now=None) -> Loop | None:

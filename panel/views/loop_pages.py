@@ -3,6 +3,8 @@ form (contract §9 PATCH), each of which the audit trail records with the signed
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404
@@ -16,11 +18,14 @@ from core.validation import is_identifier
 from loops import humanize
 from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview
+from loops.models import Loop
 from loops.selectors import fire_times, loop_get, loop_runs
 from sessions_app.hosts import get_host
+from sessions_app.hosts.base import HostError, Workspaces
+from sessions_app.models import ReservedTarget
 
 from .. import queries, utf8
-from ..forms import LoopCreateForm, LoopEditForm
+from ..forms import OVERLAP_WORDS, LoopCreateForm, LoopEditForm
 from ..rows import event_row, loop_row, loop_title, when
 from .common import back_here, check_loop_id, global_title, gone, health, query, safe_next, staff_required
 
@@ -37,6 +42,32 @@ def _form_options() -> dict:
     sessions = host.list_sessions(limit=PICKER_SESSIONS)
     presets = queries.preset_names(extra=[session.preset for session in sessions])
     return {"sessions": sessions, "global_session": host.global_session(), "presets": presets}
+
+
+def _workspace_options(loop: Loop) -> dict:
+    """What the edit form of a `new` loop offers as its workspace (contract §14): the host's
+    workspaces when it has them (Capabilities.workspaces). A host that cannot be asked leaves the
+    loop's own workspace and a typed directory, and the page says why."""
+    host = get_host()
+    if loop.session_id != ReservedTarget.NEW or not host.capabilities.workspaces:
+        return {}
+    options: dict = {"default_workspace": settings.DSHLOOP_DSH_CWD}
+    try:
+        options["workspaces"] = cast(Workspaces, host).workspaces()
+    except HostError as exc:
+        options["workspaces_note"] = f"The host could not list its workspaces ({exc}); type a directory instead."
+    return options
+
+
+def _unattended_facts(loop: Loop | None) -> dict | None:
+    """A `new` loop's workspace, permission preset and overlap as the detail page shows them."""
+    if loop is None or loop.session_id != ReservedTarget.NEW:
+        return None
+    return {
+        "workspace": loop.workspace,
+        "permission_preset": loop.permission_preset,
+        "overlap": OVERLAP_WORDS.get(loop.overlap, loop.overlap),
+    }
 
 
 def _submitted(request) -> dict:
@@ -124,6 +155,7 @@ def detail(request, loop_id: str):
         "loop_id": loop_id,
         "row": row,
         "creator_title": creator,
+        "unattended": _unattended_facts(loop),
         "created": when(loop.created_at, zone_name, now) if loop else None,
         "upcoming": upcoming,
         "runs": [
@@ -156,7 +188,7 @@ def edit(request, loop_id: str):
     except UnknownLoop:
         messages.error(request, gone(loop_id))
         return redirect(reverse("panel:index"))
-    options = _form_options() | {"loop": loop}
+    options = _form_options() | _workspace_options(loop) | {"loop": loop}
     global_session = options["global_session"]
     if request.method == "POST":
         form = LoopEditForm(request.POST, **_submitted(request), **options)
