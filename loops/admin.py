@@ -43,7 +43,7 @@ class LoopAdmin(admin.ModelAdmin):
         "last_run_at",
         "last_result",
     ]
-    list_filter = ["state", "kind", "last_result"]
+    list_filter = ["state", "kind", "last_result", "overlap"]
     search_fields = ["loop_id", "name", "prompt", "session_id", "created_by_session_id"]
     ordering = ["next_at", "created_at"]
     date_hierarchy = "created_at"

@@ -269,7 +269,16 @@ EVENT_WORDS: dict[str, str] = {
     EventKind.DELETED: "Deleted",
     EventKind.APPROVED: "Approved",
 }
-FIELD_WORDS = {"name": "Name", "prompt": "Prompt", "schedule": "Schedule", "session_id": "Target", "preset": "Preset"}
+FIELD_WORDS = {
+    "name": "Name",
+    "prompt": "Prompt",
+    "schedule": "Schedule",
+    "session_id": "Target",
+    "preset": "Preset",
+    "workspace": "Workspace",
+    "permission_preset": "Permission preset",
+    "overlap": "Overlap",
+}
 CHANGE_PREVIEW_CHARS = 120
 
 

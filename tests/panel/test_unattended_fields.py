@@ -205,6 +205,9 @@ def test_the_detail_page_shows_them_for_a_new_loop_only(staff_client, new_loop, 
     html = staff_client.get(f"/panel/loops/{new_loop.loop_id}/").content.decode()
     assert 'id="loop-workspace"><span class="mono">/srv/&lt;reports&gt;</span><' in html
     assert 'id="loop-overlap">Skip while the last run is still running (skip)<' in html
+    # The trail names the edited fields in words.
+    assert '<span class="change-field">Workspace</span>' in html
+    assert '<span class="change-field">Overlap</span>' in html
 
     other = make_loop(session_id="ses_a")
     html = staff_client.get(f"/panel/loops/{other.loop_id}/").content.decode()
