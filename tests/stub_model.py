@@ -4,6 +4,8 @@ DSH is started with DEEPSEEK_BASE_URL pointing here and any DEEPSEEK_API_KEY
 (../shared/DSH-HOST.md, Appendix A). What the "model" does, by the newest user messages:
 - `CALLTOOL <name> <json>` → it calls tool <name> with those arguments, once; after the tool result
   it answers `done after tool` and the turn ends;
+- `SLOW<n>` → it streams `tick 0 ` … `tick <n-1> `, one a second: a turn that runs for n seconds
+  (long enough to be steered into or cancelled);
 - anything else → it answers `ack: <the message's start>`;
 - title requests → `Stub Title`.
 
@@ -15,9 +17,11 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CALLTOOL = re.compile(r"CALLTOOL (\S+) (\{.*\})", re.DOTALL)
+SLOW = re.compile(r"SLOW(\d+)")
 
 
 def text_of(content) -> str:
@@ -46,6 +50,7 @@ class _Handler(BaseHTTPRequestHandler):
             if message.get("role") == "user":
                 tail.append(text_of(message.get("content")))
         tool_call = None
+        parts: list[str] = []  # streamed one a second after `text` (SLOW)
         if "concise title" in system:
             text = "Stub Title"
         elif messages and messages[-1].get("role") == "tool":
@@ -58,6 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "type": "function",
                 "function": {"name": match[1], "arguments": match[2]},
             }
+        elif slow := SLOW.search("\n".join(reversed(tail))):
+            text, parts = "", [f"tick {index} " for index in range(int(slow[1]))]
         else:
             text = f"ack: {(tail[-1] if tail else '')[:40]}"  # the oldest: the prompt, not a preset's context
         self.send_response(200)
@@ -78,6 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if text:
                 send(chunk({"role": "assistant", "content": text}))
+            for part in parts:
+                send(chunk({"content": part}))
+                time.sleep(1)  # the model's pace, so that the turn runs for a while
             if tool_call:
                 send(chunk({"role": "assistant", "tool_calls": [tool_call]}))
             final = chunk({}, "tool_calls" if tool_call else "stop")
