@@ -1,9 +1,10 @@
 """What GET /metrics and /api/health read at the moment they are asked: the due
-backlog, the open runs, the loops set aside for an unreadable deadline, the loops by state and
-the schedulers, in one statement.
+backlog, the open runs, the fresh agents running, the loops set aside for an unreadable deadline,
+the loops by state and the schedulers, in one statement.
 
 One statement is one snapshot, so the states add up, and one round trip. The due backlog reads
-`loop_due_idx`, the open runs `run_open_idx`, the set-aside loops `loop_unreadable_idx`, never the run history. The loops by state are
+`loop_due_idx`, the open runs `run_open_idx`, the fresh agents running `run_fresh_idx`, the
+set-aside loops `loop_unreadable_idx`, never the run history. The loops by state are
 one pass over the loop table (no index holds every state, and one that did would cost every
 claim a write), on one backend (no parallel workers); docs/BENCHMARKS-METRICS.md measures it at
 1M loops.
@@ -14,11 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState, SchedulerHeartbeat
+from sessions_app.hosts import get_host
 
 # A scheduler is alive if it ticked in the last 60 s (contract §4).
 ALIVE_WINDOW = timedelta(seconds=60)
@@ -30,6 +33,7 @@ class Gauges:
     due_backlog: int  # scheduled loops whose next occurrence is due and not yet claimed
     open_runs: int  # claimed or being delivered
     oldest_open_run_claimed_at: datetime | None
+    fresh_runs_running: int  # runs of `new` loops holding a slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS
     loops: dict[str, int]  # by state (LoopState), every state present; empty unless asked for
     unreadable_loops: int  # paused because their stored next_at named no moment (scheduler.stored_times)
     scheduler_instances: int  # alive: ticked within ALIVE_WINDOW
@@ -42,14 +46,21 @@ class Gauges:
         return max((self.at - self.oldest_open_run_claimed_at).total_seconds(), 0.0)
 
 
-def _statement(*, by_state: bool) -> str:
+def _statement(*, by_state: bool, turn_outcomes: bool) -> str:
     loops, runs, beats = Loop._meta.db_table, LoopRun._meta.db_table, SchedulerHeartbeat._meta.db_table
     counts = ", ".join(f"COUNT(CASE WHEN state = '{state}' THEN 1 END)" for state in LoopState.values)
+    # The claim's count of fresh agents (scheduler.unattended.running_fresh_runs, which the scheduler
+    # sits above and monitoring may not import; tests/monitoring/test_metrics_unattended.py holds
+    # the two to the same answer): open, or, when the host reports turn ends, delivered within the
+    # run timeout; never a run whose outcome is in.
+    delivered = " OR (status = 'delivered' AND finished_at >= %(timeout_since)s)" if turn_outcomes else ""
     return f"""
         SELECT
           (SELECT COUNT(*) FROM {loops} WHERE state = 'scheduled' AND next_at <= %(now)s),
           (SELECT COUNT(*) FROM {runs} WHERE status IN ('claimed', 'delivering')),
           (SELECT MIN(claimed_at) FROM {runs} WHERE status IN ('claimed', 'delivering')),
+          (SELECT COUNT(*) FROM {runs}
+             WHERE target = 'new' AND outcome = '' AND (status IN ('claimed', 'delivering'){delivered})),
           (SELECT COUNT(*) FROM {loops} WHERE state = 'paused' AND pause_reason = %(unreadable)s),
           (SELECT COUNT(*) FROM {beats} WHERE last_tick_at >= %(alive_since)s),
           (SELECT MAX(last_tick_at) FROM {beats})
@@ -68,15 +79,22 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
             cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         # Adapted as the ORM would: SQLite compares stored timestamps as text, in Django's form.
         adapt = connection.ops.adapt_datetimefield_value
-        params = {"now": adapt(now), "alive_since": adapt(now - ALIVE_WINDOW), "unreadable": UNREADABLE_REASON}
-        cursor.execute(_statement(by_state=by_state), params)
+        params = {
+            "now": adapt(now),
+            "alive_since": adapt(now - ALIVE_WINDOW),
+            "timeout_since": adapt(now - timedelta(seconds=settings.DSHLOOP_RUN_TIMEOUT_SECONDS)),
+            "unreadable": UNREADABLE_REASON,
+        }
+        turn_outcomes = get_host().capabilities.turn_outcomes
+        cursor.execute(_statement(by_state=by_state, turn_outcomes=turn_outcomes), params)
         row = cursor.fetchone()
-    due, open_runs, oldest, unreadable, instances, last_tick, *states = row
+    due, open_runs, oldest, fresh, unreadable, instances, last_tick, *states = row
     return Gauges(
         at=now,
         due_backlog=due,
         open_runs=open_runs,
         oldest_open_run_claimed_at=_moment(oldest),
+        fresh_runs_running=fresh,
         loops=dict(zip(LoopState.values, states, strict=True)) if by_state else {},
         unreadable_loops=unreadable,
         scheduler_instances=instances,

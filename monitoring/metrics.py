@@ -1,10 +1,11 @@
 """GET /metrics: the Prometheus text format, scope `manage`.
 
-Every number but one comes from the shared database, so any web process answers for every
+Every number but two comes from the shared database, so any web process answers for every
 scheduler on every machine: the cumulative counters (monitoring.counters) that the schedulers add to as
-they record runs, and the gauges read now (monitoring.gauges).
+they record runs, and the gauges read now (monitoring.gauges). `dshloop_fresh_runs_limit` is this
+process's setting, the schedulers' too when they run with the same environment.
 
-The exception, `dshloop_http_unexpected_errors_total`, counts the requests this web process answered
+The other, `dshloop_http_unexpected_errors_total`, counts the requests this web process answered
 500 because of an unexpected exception (dshloop.middleware, the /mcp transport), since it started.
 It lives in the process's memory because the failing part may be the database itself; Prometheus
 keeps one series per scraped process, and rate() or increase() read it across restarts.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import threading
 
+from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
@@ -24,6 +26,10 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from monitoring import counters
 from monitoring.gauges import Gauges, read_gauges
 from tokens.auth import bearer_scope
+
+# The reasons a claim skips a `new` loop's run (scheduler.unattended's OVERLAP and CAPACITY, which
+# monitoring may not import): each always has its series, 0 until it happens.
+SKIP_REASONS = ("overlap", "capacity")
 
 
 def _occurrence_metrics(totals: dict[str, int]):
@@ -51,6 +57,24 @@ def _occurrence_metrics(totals: dict[str, int]):
     )
 
 
+def _unattended_metrics(totals: dict[str, int]):
+    """contract §14: what the bounds on `new` loops' fresh sessions did."""
+    skipped = CounterMetricFamily(
+        "dshloop_runs_skipped",
+        "Runs of new loops skipped: overlap (the loop's last turn still ran), capacity "
+        "(no free slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS within the misfire grace).",
+        labels=["reason"],
+    )
+    for reason in SKIP_REASONS:
+        skipped.add_metric([reason], totals.get(counters.skipped_name(reason), 0))
+    yield skipped
+    yield CounterMetricFamily(
+        "dshloop_runs_timed_out",
+        "Runs of new loops whose turn outlived DSHLOOP_RUN_TIMEOUT_SECONDS: cancelled and failed.",
+        value=totals.get(counters.TIMED_OUT, 0),
+    )
+
+
 def _gauge_metrics(gauges: Gauges):
     def gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, documentation, value=value)
@@ -63,6 +87,16 @@ def _gauge_metrics(gauges: Gauges):
         "dshloop_oldest_open_run_age_seconds",
         "Seconds since the oldest open run was claimed (0 when none is open).",
         gauges.oldest_open_run_age_seconds,
+    )
+    yield gauge(
+        "dshloop_fresh_runs_running",
+        "Runs of new loops whose fresh session holds a slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS.",
+        gauges.fresh_runs_running,
+    )
+    yield gauge(
+        "dshloop_fresh_runs_limit",
+        "DSHLOOP_MAX_CONCURRENT_NEW_RUNS as this web process reads it.",
+        settings.DSHLOOP_MAX_CONCURRENT_NEW_RUNS,
     )
     loops = GaugeMetricFamily("dshloop_loops", "Loops by state.", labels=["state"])
     for state, count in gauges.loops.items():
@@ -107,7 +141,9 @@ class _DatabaseCollector:
     """Read once per scrape: prometheus_client calls collect() while it renders."""
 
     def collect(self):
-        yield from _occurrence_metrics(counters.read_counters())
+        totals = counters.read_counters()
+        yield from _occurrence_metrics(totals)
+        yield from _unattended_metrics(totals)
         yield from _gauge_metrics(read_gauges())
 
 
