@@ -330,6 +330,25 @@ def dsh(tmp_path):
     host.stop()
 
 
+@pytest.fixture
+def stub_model():
+    """tests/stub_model.py serving in this process: a model for real DSH turns."""
+    from .stub_model import StubModel
+
+    with StubModel() as model:
+        yield model
+
+
+@pytest.fixture
+def modelled(tmp_path, stub_model):
+    """A real DSH whose model is the stub (its base URL is read at launch)."""
+    from .dsh import DshHost, require_dsh_dir
+
+    host = DshHost(require_dsh_dir(), tmp_path / "dsh-home", env=stub_model.env()).start()
+    yield host
+    host.stop()
+
+
 # -- the loop tests that drive the operator API (contract §9, §10) --
 
 

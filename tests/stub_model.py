@@ -6,6 +6,7 @@ DSH is started with DEEPSEEK_BASE_URL pointing here and any DEEPSEEK_API_KEY
   it answers `done after tool` and the turn ends;
 - `SLOW<n>` → it streams `tick 0 ` … `tick <n-1> `, one a second: a turn that runs for n seconds
   (long enough to be steered into or cancelled);
+- `FAILNOW` → it refuses the request (400 invalid_request_error "stub refuses"): a model error;
 - anything else → it answers `ack: <the message's start>`;
 - title requests → `Stub Title`.
 
@@ -22,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CALLTOOL = re.compile(r"CALLTOOL (\S+) (\{.*\})", re.DOTALL)
 SLOW = re.compile(r"SLOW(\d+)")
+REFUSAL = json.dumps({"error": {"message": "stub refuses", "type": "invalid_request_error"}}).encode()
 
 
 def text_of(content) -> str:
@@ -49,6 +51,9 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             if message.get("role") == "user":
                 tail.append(text_of(message.get("content")))
+        if "FAILNOW" in "\n".join(tail) and "concise title" not in system:
+            self._refuse()
+            return
         tool_call = None
         parts: list[str] = []  # streamed one a second after `text` (SLOW)
         if "concise title" in system:
@@ -96,6 +101,15 @@ class _Handler(BaseHTTPRequestHandler):
             send(b"[DONE]")
         except (BrokenPipeError, ConnectionResetError):
             pass
+        self.close_connection = True
+
+    def _refuse(self) -> None:
+        self.send_response(400)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(REFUSAL)))
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.wfile.write(REFUSAL)
         self.close_connection = True
 
 

@@ -10,12 +10,8 @@ logs, without a DSH.
 
 from __future__ import annotations
 
-import json
-import re
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -32,104 +28,16 @@ from sessions_app.hosts.dsh import DshHost
 from sessions_app.hosts.dsh_turns import map_turn_end, turn_end_of
 from tests.conftest import after, captured_log, create_loop
 from tests.dsh import DshHost as RealDsh
-from tests.dsh import require_dsh_dir
 from tests.processes import wait_for
 
 live = [pytest.mark.process, pytest.mark.dsh]
-
-FINAL_TEXT = "All checks passed: nothing to report."
-
-
-# -- a stub model for DSH ---------------------------------------------------------------------------
+# DSH's model is tests/stub_model.py (the `modelled` fixture): SLOW<n> streams for n seconds,
+# FAILNOW is refused (400), anything else is answered `ack: <the message's first 40 characters>`.
 
 
-class StubModel(BaseHTTPRequestHandler):
-    """DeepSeek's streaming chat API, as far as DSH uses it. The newest human message decides:
-    SLOW<n> streams for n seconds, FAILNOW is refused (400), anything else answers FINAL_TEXT."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-        messages = body.get("messages", [])
-        texts = [(m.get("role"), _plain(m.get("content"))) for m in messages]
-        system = next((text for role, text in texts if role == "system"), "")
-        # The `standard` preset adds a "Current runtime context" user message after each prompt.
-        human = [text for role, text in texts if role == "user" and not text.startswith("Current runtime context")]
-        latest = human[-1] if human else ""
-        if "concise title" in system:  # the session title request
-            parts, delay = ["Stub title"], 0
-        elif "FAILNOW" in latest:
-            refusal = json.dumps({"error": {"message": "stub refuses", "type": "invalid_request_error"}}).encode()
-            self.send_response(400)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(refusal)))
-            self.send_header("connection", "close")
-            self.end_headers()
-            self.wfile.write(refusal)
-            return
-        elif slow := re.search(r"SLOW(\d+)", latest):
-            parts, delay = [f"tick {i} " for i in range(int(slow[1]))], 1
-        else:
-            parts, delay = [FINAL_TEXT], 0
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("connection", "close")
-        self.end_headers()
-        model = body.get("model")
-        try:
-            for part in parts:
-                self._send({"id": "stub", "model": model, "choices": [{"index": 0, "delta": {"content": part}}]})
-                time.sleep(delay)
-            self._send(
-                {
-                    "id": "stub",
-                    "model": model,
-                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": len(parts), "total_tokens": 10 + len(parts)},
-                }
-            )
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # DSH hung up: the turn was cancelled or DSH stopped
-        self.close_connection = True
-
-    def _send(self, chunk: dict) -> None:
-        self.wfile.write(b"data: " + json.dumps({"object": "chat.completion.chunk", **chunk}).encode() + b"\n\n")
-        self.wfile.flush()
-
-
-def _plain(content) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-
-
-@pytest.fixture
-def stub_model():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StubModel)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def modelled(tmp_path, stub_model) -> RealDsh:
-    """A real DSH whose model is the stub (its base URL is read at launch)."""
-    host = RealDsh(
-        require_dsh_dir(),
-        tmp_path / "dsh-home",
-        env={"DEEPSEEK_BASE_URL": stub_model, "DEEPSEEK_API_KEY": "sk-stub"},
-    ).start()
-    yield host
-    host.stop()
+def answer_to(key: str, prompt: str) -> str:
+    """The stub's final text for what deliver() sent."""
+    return f"ack: {loop_message(loop_id=key.split('@')[0], prompt=prompt)[:40]}"
 
 
 @pytest.fixture
@@ -206,7 +114,9 @@ def test_a_completed_turn_succeeds_with_its_final_assistant_text(modelled, works
 
     outcomes = answered(adapter, [ref("out-ok", "loop_ok@1", since)], 1)
 
-    assert outcomes == {"run_loop_ok@1": TurnEnd("succeeded", summary=FINAL_TEXT)}
+    assert outcomes == {
+        "run_loop_ok@1": TurnEnd("succeeded", summary=answer_to("loop_ok@1", "Check the deployment status"))
+    }
 
 
 @pytest.mark.process
@@ -237,7 +147,10 @@ def test_a_steered_message_ends_with_the_running_turn_and_a_queued_one_with_its_
 
     outcomes = answered(adapter, [busy, joined, queued], 3)
 
-    assert outcomes[busy.run_id] == TurnEnd("succeeded", summary=FINAL_TEXT)
+    # The steered message made the turn's last answer.
+    assert outcomes[busy.run_id] == TurnEnd(
+        "succeeded", summary=answer_to("loop_steered@1", "Check the deployment status")
+    )
     assert outcomes[joined.run_id] == outcomes[busy.run_id]  # the same turn, the same end
     assert outcomes[queued.run_id].status == "failed"
     assert "(INVALID_REQUEST): stub refuses" in outcomes[queued.run_id].error

@@ -20,7 +20,6 @@ from scheduler.delivery import deliver_runs
 from sessions_app.hosts.dsh import DshHost
 from tests.conftest import ApiClient, after, create_loop, every
 from tests.dsh import DshHost as RealDsh
-from tests.dsh import require_dsh_dir
 from tests.processes import wait_for
 from tests.stub_model import StubModel
 
@@ -163,21 +162,6 @@ def test_fresh_sessions_run_under_the_loop_s_permission_preset_from_the_first_pr
 
 
 # -- the Workspaces capability of the host ---------------------------------------------------------
-
-
-@pytest.fixture
-def stub_model():
-    """tests/stub_model.py: SLOW<n> makes a turn that streams for n seconds."""
-    with StubModel() as model:
-        yield model
-
-
-@pytest.fixture
-def modelled(tmp_path, stub_model) -> RealDsh:
-    """A real DSH whose model is the stub."""
-    real = RealDsh(require_dsh_dir(), tmp_path / "dsh-home", env=stub_model.env()).start()
-    yield real
-    real.stop()
 
 
 def asked_the_model(stub_model: StubModel, text: bytes) -> bool:

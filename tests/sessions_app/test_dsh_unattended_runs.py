@@ -11,13 +11,7 @@ import pytest
 from loops.models import Loop, LoopRun, RunStatus
 from tests.conftest import after, create_loop, every
 from tests.dsh import DshHost as RealDsh
-from tests.dsh import require_dsh_dir
 from tests.processes import Schedulers, wait_for
-from tests.sessions_app import test_dsh_outcomes
-from tests.stub_model import StubModel
-
-# The stub model and the DSH that uses it, as fixtures here too.
-stub_model, modelled = test_dsh_outcomes.stub_model, test_dsh_outcomes.modelled
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
 
@@ -118,27 +112,16 @@ def test_two_schedulers_never_run_more_fresh_agents_than_the_cap(modelled, sched
     assert len({run.loop_id for run in delivered}) >= 3  # in deadline order: not one loop taking every slot
 
 
-@pytest.fixture
-def tool_calling(tmp_path):
-    """A real DSH whose model calls the tool a prompt names (tests/stub_model.py: CALLTOOL)."""
-    with StubModel() as model:
-        real = RealDsh(require_dsh_dir(), tmp_path / "dsh-home", env=model.env()).start()
-        yield real
-        real.stop()
-
-
 ESCALATE = (
     'CALLTOOL bash {"command": "touch /etc/dshloop-was-here", "description": "write outside", '
     '"sandbox_permissions": "danger-full-access", "justification": "it needs to"}'
 )
 
 
-def test_a_fresh_turn_waiting_for_an_approval_is_cancelled_and_fails_closed(
-    tool_calling, settings, workspace, tmp_path
-):
+def test_a_fresh_turn_waiting_for_an_approval_is_cancelled_and_fails_closed(modelled, settings, workspace, tmp_path):
     """DSH's read-only preset asks before a command escalates its sandbox, and an unwatched ask waits
     forever: the run fails at once, naming it, well before the run timeout."""
-    running = schedulers_on(tool_calling, settings, workspace, tmp_path)
+    running = schedulers_on(modelled, settings, workspace, tmp_path)
     try:
         loop = create_loop(after(1), prompt=ESCALATE, target="new")
         running.start_ready()
@@ -152,10 +135,10 @@ def test_a_fresh_turn_waiting_for_an_approval_is_cancelled_and_fails_closed(
         running.close()
     assert (run.status, run.outcome) == (RunStatus.FAILED, "failed"), (run.status, run.outcome, run.error)
     assert "waited for an approval for bash" in run.error and "fails closed" in run.error, run.error
-    session = tool_calling.sessions()[run.target_session_id]
+    session = modelled.sessions()[run.target_session_id]
     assert session["projections"]["values"]["permissions"]["currentValue"] == "read-only"
     assert not session["running"]
-    events = tool_calling.history(run.target_session_id)
+    events = modelled.history(run.target_session_id)
     [decided] = [event["data"] for event in events if event["type"] == "approval/decided"]
     [ended] = [event["data"] for event in events if event["type"] == "turn/end"]
     assert decided["outcome"] == "cancelled" and ended["reason"]["kind"] == "aborted", (decided, ended)
