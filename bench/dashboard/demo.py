@@ -16,8 +16,14 @@ from bench.processes import Process, descendants, free_port, manage, manage_args
 from .scrapes import Scrape, parse_metrics
 
 # The demo's failure policy: a failing loop retries every 3 s and is never paused, so failures
-# form a steady stream the failure-ratio panel can show (the defaults back off to an hour).
-DEMO_ENV = {"DSHLOOP_FAILURE_BACKOFF_SECONDS": "3", "DSHLOOP_AUTO_PAUSE_AFTER": "0"}
+# form a steady stream the failure-ratio panel can show (the defaults back off to an hour). Its
+# `new` loops fire every 3 s, far below the unattended floor a real host needs (they start no agent
+# on the embedded host), and fill the default four fresh-session slots only while workers hang.
+DEMO_ENV = {
+    "DSHLOOP_FAILURE_BACKOFF_SECONDS": "3",
+    "DSHLOOP_AUTO_PAUSE_AFTER": "0",
+    "DSHLOOP_MIN_NEW_INTERVAL_SECONDS": "0",
+}
 
 
 class Database:

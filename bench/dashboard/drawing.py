@@ -107,9 +107,9 @@ def render(run: Run, data: dict[str, PanelData], dashboard: dict, output: Path) 
         panel_data = data[panel["title"]]
         ax = figure.add_axes(
             (
-                left + (0.05 if panel_data.states else 0.032),
+                left + (0.1 if panel_data.states else 0.032),  # room for the alerts' names
                 bottom + 1.35 / total_height,
-                right - left - (0.058 if panel_data.states else 0.042),
+                right - left - (0.108 if panel_data.states else 0.042),
                 top - bottom - 2.3 / total_height,
             )
         )

@@ -66,6 +66,10 @@ def evaluate(run: Run, rules: dict) -> dict[str, PanelData]:
     last_tick = series(scrapes, "dshloop_scheduler_last_tick_timestamp_seconds")
     instances = series(scrapes, "dshloop_scheduler_instances")
     backlog = series(scrapes, "dshloop_due_backlog")
+    skipped = {
+        reason: series(scrapes, "dshloop_runs_skipped_total", reason=reason) for reason in ("overlap", "capacity")
+    }
+    timed_out = series(scrapes, "dshloop_runs_timed_out_total")
     return {
         "Occurrences per second, by result": PanelData(
             [Line(r, at_each(lambda t, p=p: rate(p, t, RATE_INTERVAL))) for r, p in occurrences.items()],
@@ -101,12 +105,32 @@ def evaluate(run: Run, rules: dict) -> dict[str, PanelData]:
         "Seconds since last scheduler tick": PanelData(
             [Line("since last tick", at_each(lambda t: t - gauge(last_tick, t)))], unit="s", threshold=60
         ),
-        "Alerts": PanelData([], states=alert_states(rules, times, instances, backlog, failure_ratio, occurrences)),
+        "Unattended runs: skipped and timed out per second": PanelData(
+            [
+                *(
+                    Line(f"skipped: {reason}", at_each(lambda t, p=p: rate(p, t, RATE_INTERVAL)))
+                    for reason, p in skipped.items()
+                ),
+                Line("timed out", at_each(lambda t: rate(timed_out, t, RATE_INTERVAL))),
+            ],
+            unit="/s",
+        ),
+        "Unattended runs: fresh sessions running": PanelData(
+            [Line("running", one("dshloop_fresh_runs_running")), Line("limit", one("dshloop_fresh_runs_limit"))]
+        ),
+        "Alerts": PanelData(
+            [],
+            states=alert_states(
+                rules, times, instances, backlog, failure_ratio, occurrences, skipped["capacity"], timed_out
+            ),
+        ),
     }
 
 
-def alert_states(rules, times, instances, backlog, failure_ratio, occurrences) -> dict[str, list[int]]:
-    """The three rules of docs/prometheus/dshloop.rules.yml at every scrape, with their `for:`
+def alert_states(
+    rules, times, instances, backlog, failure_ratio, occurrences, skipped_capacity, timed_out
+) -> dict[str, list[int]]:
+    """The rules of docs/prometheus/dshloop.rules.yml at every scrape, with their `for:`
     (read from the file): 0 inactive, 1 pending, 2 firing. Windows longer than the run see the
     samples there are, as Prometheus's range selectors do."""
 
@@ -122,10 +146,15 @@ def alert_states(rules, times, instances, backlog, failure_ratio, occurrences) -
         ratio = failure_ratio(t, 900)
         return not math.isnan(ratio) and ratio > 0.10 and rate(occurrences["failed"], t, 900) > 1 / 120
 
+    def rose_within_an_hour(points):
+        return lambda t: rate(points, t, 3600) > 0  # increase(...[1h]) > 0; NaN compares false
+
     conditions = {
         "DshloopNoScheduler": no_scheduler,
         "DshloopBacklogGrowing": backlog_stays,
         "DshloopHighFailureRate": failing,
+        "DshloopUnattendedRunsTimingOut": rose_within_an_hour(timed_out),
+        "DshloopFreshRunsAtCapacity": rose_within_an_hour(skipped_capacity),
     }
     states = {}
     for name, condition in conditions.items():
@@ -191,6 +220,13 @@ def summary(run: Run, data: dict[str, PanelData]) -> str:
             f"peak due backlog {peak('Due backlog'):.0f}, open runs {peak('Open runs'):.0f}, "
             f"oldest open run {peak('Oldest open run age'):.0f} s, "
             f"since last tick {peak('Seconds since last scheduler tick'):.0f} s",
+            "unattended runs: skipped overlap {:.0f}, capacity {:.0f}; timed out {:.0f}; ".format(
+                total("dshloop_runs_skipped_total", reason="overlap"),
+                total("dshloop_runs_skipped_total", reason="capacity"),
+                total("dshloop_runs_timed_out_total"),
+            )
+            + f"peak fresh sessions running {peak('Unattended runs: fresh sessions running', 'running'):.0f} "
+            f"of {total('dshloop_fresh_runs_limit'):.0f}",
             f"/api/health: {statuses.count(200)} × 200, {statuses.count(503)} × 503",
             "alerts: "
             + ", ".join(
