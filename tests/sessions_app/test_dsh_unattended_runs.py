@@ -10,7 +10,6 @@ import pytest
 
 from loops.models import Loop, LoopRun, RunStatus
 from tests.conftest import after, create_loop, every
-from tests.dsh import DshHost as RealDsh
 from tests.processes import Schedulers, wait_for
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
@@ -23,12 +22,13 @@ def workspace(tmp_path):
     return path
 
 
-def schedulers_on(real: RealDsh, settings, workspace, tmp_path) -> Schedulers:
-    """This process and its schedulers talk to `real`; turns' ends are read every second."""
-    env = {"DSHLOOP_HOST": "dsh", "DSHLOOP_DSH_URL": real.url, "DSHLOOP_DSH_CWD": str(workspace)}
-    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL, settings.DSHLOOP_DSH_CWD = "dsh", real.url, str(workspace)
+@pytest.fixture
+def schedulers(modelled, settings, workspace, tmp_path):
+    """This process and its schedulers talk to `modelled`; turns' ends are read every second."""
+    env = {"DSHLOOP_HOST": "dsh", "DSHLOOP_DSH_URL": modelled.url, "DSHLOOP_DSH_CWD": str(workspace)}
+    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL, settings.DSHLOOP_DSH_CWD = "dsh", modelled.url, str(workspace)
     settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS = 0  # occurrences seconds apart: the floor has its own tests
-    return Schedulers(
+    running = Schedulers(
         tmp_path,
         **env,
         DSHLOOP_OUTCOME_POLL_SECONDS="1",
@@ -36,17 +36,22 @@ def schedulers_on(real: RealDsh, settings, workspace, tmp_path) -> Schedulers:
         DSHLOOP_FAILURE_BACKOFF_SECONDS="1",
         DSHLOOP_AUTO_PAUSE_AFTER="0",
     )
-
-
-@pytest.fixture
-def schedulers(modelled, settings, workspace, tmp_path):
-    running = schedulers_on(modelled, settings, workspace, tmp_path)
     yield running
     running.close()
 
 
 def runs_of(loop: Loop) -> list[LoopRun]:
     return list(LoopRun.objects.filter(loop_id=loop.loop_id).order_by("scheduled_at"))
+
+
+def outcome_of(loop: Loop) -> LoopRun:
+    """The loop's first run once its outcome is in."""
+    return wait_for(
+        lambda: LoopRun.objects.filter(loop_id=loop.loop_id).exclude(outcome="").first(),
+        timeout=40,
+        interval=0.3,
+        message="the run's outcome",
+    )
 
 
 def turn_ends(real, session_id: str) -> list[dict]:
@@ -58,12 +63,7 @@ def test_a_fresh_turn_past_the_time_limit_is_cancelled_in_dsh_and_the_run_failed
     loop = create_loop(after(1), prompt="SLOW40 then report", target="new")
     schedulers.start_ready()
 
-    run = wait_for(
-        lambda: LoopRun.objects.filter(loop_id=loop.loop_id).exclude(outcome="").first(),
-        timeout=40,
-        interval=0.3,
-        message="the run's outcome",
-    )
+    run = outcome_of(loop)
     assert (run.status, run.outcome) == (RunStatus.FAILED, "failed"), (run.status, run.outcome, run.error)
     assert run.error.startswith("timed out after 3 s (DSHLOOP_RUN_TIMEOUT_SECONDS)"), run.error
     # DSH itself cancelled the turn long before its 40 s: aborted by a user (session.cancel).
@@ -118,21 +118,13 @@ ESCALATE = (
 )
 
 
-def test_a_fresh_turn_waiting_for_an_approval_is_cancelled_and_fails_closed(modelled, settings, workspace, tmp_path):
+def test_a_fresh_turn_waiting_for_an_approval_is_cancelled_and_fails_closed(modelled, schedulers):
     """DSH's read-only preset asks before a command escalates its sandbox, and an unwatched ask waits
     forever: the run fails at once, naming it, well before the run timeout."""
-    running = schedulers_on(modelled, settings, workspace, tmp_path)
-    try:
-        loop = create_loop(after(1), prompt=ESCALATE, target="new")
-        running.start_ready()
-        run = wait_for(
-            lambda: LoopRun.objects.filter(loop_id=loop.loop_id).exclude(outcome="").first(),
-            timeout=40,
-            interval=0.3,
-            message="the run's outcome",
-        )
-    finally:
-        running.close()
+    loop = create_loop(after(1), prompt=ESCALATE, target="new")
+    schedulers.start_ready()
+
+    run = outcome_of(loop)
     assert (run.status, run.outcome) == (RunStatus.FAILED, "failed"), (run.status, run.outcome, run.error)
     assert "waited for an approval for bash" in run.error and "fails closed" in run.error, run.error
     session = modelled.sessions()[run.target_session_id]
