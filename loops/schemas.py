@@ -269,8 +269,10 @@ class LoopPatchIn(StrictModel):
     session_id: Annotated[Identifier, Field(description='"self", "new" or an existing session ID.')] | None = None
     preset: Annotated[Identifier, Field(description='Only with session_id "new".')] | None = None
     workspace: Workspace | None = Field(None, description=f"{_UNATTENDED} null: the host's default (DSHLOOP_DSH_CWD).")
-    permission_preset: PermissionPreset | None = Field(None, description=_UNATTENDED)
-    overlap: OverlapIn | None = Field(None, description=_UNATTENDED)
+    permission_preset: PermissionPreset | None = Field(
+        None, description=f"{_UNATTENDED} null: the host's own default preset."
+    )
+    overlap: OverlapIn | None = Field(None, description=f"{_UNATTENDED} null: allow.")
 
 
 class ActorView(BaseModel):
