@@ -14,6 +14,7 @@ forever, and its slot (scheduler.unattended) always frees.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 from typing import cast
 
@@ -45,6 +46,9 @@ def poll_outcomes(*, now: datetime | None = None, limit: int = 200) -> int:
     return recorded + _enforce_timeout(host, now=now, limit=limit)
 
 
+_RUN_FIELDS = ("run_id", "target_session_id", "occurrence_key", "started_at", "finished_at", "target")
+
+
 def _read_outcomes(host: Host, *, now: datetime, limit: int) -> int:
     # Runs delivered within the run timeout are asked about: each poll reads each session's log back
     # to its oldest run in that window, no further; older ones are the timeout's (_enforce_timeout).
@@ -56,26 +60,39 @@ def _read_outcomes(host: Host, *, now: datetime, limit: int) -> int:
         LoopRun.objects.filter(status=RunStatus.DELIVERED, outcome="", finished_at__gte=now - run_timeout())
         .exclude(target_session_id="")
         .order_by("finished_at")  # the oldest first: they leave the window soonest
-        .values_list("run_id", "target_session_id", "occurrence_key", "started_at", "finished_at", "target")[:limit]
+        .values_list(*_RUN_FIELDS)[:limit]
     )
+    asked = _ask(host, _refs(pending), now=now)
+    return asked[0] if asked else 0
+
+
+def _refs(rows: Iterable[tuple[str, str, str, datetime | None, datetime | None, str]]) -> list[RunRef]:
     refs = []
-    for run_id, session_id, key, started_at, finished_at, target in pending:
+    for run_id, session_id, key, started_at, finished_at, target in rows:
         # The message cannot predate the run's first delivery attempt (started_at).
         sent = started_at or finished_at
-        assert sent is not None  # a delivered run has finished (the filter above)
+        assert sent is not None  # a delivered run has finished
         refs.append(RunRef(run_id, session_id, key, to_ms(sent), fresh=target == ReservedTarget.NEW))
+    return refs
+
+
+def _ask(host: Host, refs: list[RunRef], *, now: datetime) -> tuple[int, list[RunRef]] | None:
+    """Ask the host how these runs' turns ended and record the answers (a stalled fresh turn is
+    ended). Returns how many were recorded and the runs it gave no end for (still running, or it
+    cannot tell); None when the host could not be read."""
     if not refs:
-        return 0
+        return 0, []
     try:
         answers = cast(TurnOutcomes, host).turn_outcomes(refs)
     except HostError as exc:
         logger.warning("turn outcomes not read (%d runs waiting): %s", len(refs), exc)
-        return 0
-    recorded = 0
+        return None
+    recorded, unanswered = 0, []
     for ref in refs:
         ended = answers.get(ref.run_id)
         if ended is None:
-            continue  # still running, or the host cannot tell
+            unanswered.append(ref)
+            continue
         if ended.stalled:
             recorded += _end(host, ref.run_id, ref.session_id, ended.error, timed_out=False, now=now)
             continue
@@ -85,37 +102,43 @@ def _read_outcomes(host: Host, *, now: datetime, limit: int) -> int:
             logger.info("turn outcome of run %s not recorded: %s", ref.run_id, exc)
             continue
         recorded += 1
-    return recorded
+    return recorded, unanswered
 
 
 def _enforce_timeout(host: Host, *, now: datetime, limit: int) -> int:
     """Delivered runs whose turn is still going after DSHLOOP_RUN_TIMEOUT_SECONDS: a fresh session's
     turn is cancelled and its run failed ("timed out after …"); a run into an existing session is
-    only marked ("no outcome within …"), never cancelled. Returns how many runs were failed."""
+    only marked ("no outcome within …"), never cancelled. The host is asked first, so a turn that
+    ended just before the timeout (or while the host could not be read) takes its own outcome; if
+    it cannot be read, nothing is cancelled this pass. Returns how many outcomes were recorded."""
     timeout = settings.DSHLOOP_RUN_TIMEOUT_SECONDS
-    overdue = list(
+    overdue = (
         LoopRun.objects.filter(status=RunStatus.DELIVERED, outcome="", error="", finished_at__lt=now - run_timeout())
         .exclude(target_session_id="")
         .order_by("finished_at")
-        .values_list("run_id", "target_session_id", "target")[:limit]
+        .values_list(*_RUN_FIELDS)[:limit]
     )
+    asked = _ask(host, _refs(overdue), now=now)
+    if asked is None:
+        return 0
+    recorded, running = asked
     span = short_span(timeout)
-    failed = 0
-    for run_id, session_id, target in overdue:
-        if target == ReservedTarget.NEW:
+    for ref in running:
+        if ref.fresh:
             error = (
                 f"timed out after {span} (DSHLOOP_RUN_TIMEOUT_SECONDS): the turn was still running, so dshloop "
                 "cancelled it in the host."
             )
-            failed += _end(host, run_id, session_id, error, timed_out=True, now=now)
-    existing = [run_id for run_id, _, target in overdue if target != ReservedTarget.NEW]
+            recorded += _end(host, ref.run_id, ref.session_id, error, timed_out=True, now=now)
+    existing = [ref.run_id for ref in running if not ref.fresh]
     if existing:
         note_no_outcome(
             run_ids=existing,
             error=f"no outcome within {span} (DSHLOOP_RUN_TIMEOUT_SECONDS): the turn had not ended. dshloop never "
-            "cancels a turn in an existing session; an outcome the host reports later is still recorded.",
+            "cancels a turn in an existing session, and stops reading it from the host; an outcome reported "
+            "through the API is still recorded.",
         )
-    return failed
+    return recorded
 
 
 def _end(host: Host, run_id: str, session_id: str, error: str, *, timed_out: bool, now: datetime) -> int:

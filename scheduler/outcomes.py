@@ -103,5 +103,5 @@ def end_turn(*, run_id: str, error: str, cancel: Callable[[], None], timed_out: 
 def note_no_outcome(*, run_ids: list[str], error: str) -> int:
     """Runs into existing sessions whose turn outlived the run timeout: never cancelled by dshloop
     (a person's conversation), only marked, so that they say why no outcome came and leave the
-    watch. An outcome the host reports later is still taken."""
+    watch. An outcome reported later through the API is still taken."""
     return LoopRun.objects.filter(run_id__in=run_ids, outcome="", error="").update(error=error)

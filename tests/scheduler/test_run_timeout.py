@@ -31,8 +31,11 @@ class WatchedHost:
         self.asked: list[RunRef] = []
         self.cancelled: list[str] = []
         self.cancel_fails = False
+        self.read_fails = False
 
     def turn_outcomes(self, runs: list[RunRef]) -> dict[str, TurnEnd]:
+        if self.read_fails:
+            raise HostError("DSH is unreachable", transient=True)
         self.asked += runs
         return {run.run_id: self.answers[run.run_id] for run in runs if run.run_id in self.answers}
 
@@ -80,10 +83,36 @@ def test_a_fresh_turn_past_the_timeout_is_cancelled_and_the_run_failed(watched, 
     loop = Loop.objects.get(loop_id=run.loop_id)
     assert (loop.last_outcome, loop.consecutive_failures) == ("failed", 1)
     assert read_counters()["timed_out"] == 1
-    # The young one was only asked about, as a fresh session's run.
-    assert [(ref.run_id, ref.fresh) for ref in watched.asked] == [("run_young", True)]
+    # Both were asked about, as fresh sessions' runs; only the overdue one was cancelled.
+    assert sorted((ref.run_id, ref.fresh) for ref in watched.asked) == [("run_slow", True), ("run_young", True)]
     assert LoopRun.objects.get(run_id=running.run_id).outcome == ""
     assert poll_outcomes() == 0 and watched.cancelled == ["ses_run_slow"]  # once
+
+
+def test_a_turn_that_ended_before_the_timeout_keeps_its_own_outcome(watched, global_session):
+    """Its end was not read in time (the poll came after the timeout, or the host was down): the
+    host is asked again before anything is cancelled."""
+    fresh = delivered_run("run_fresh", target="new", ago=timedelta(minutes=11))
+    person = delivered_run("run_person", target="ses_person", ago=timedelta(minutes=11))
+    watched.answers["run_fresh"] = TurnEnd("succeeded", summary="all done")
+    watched.answers["run_person"] = TurnEnd("succeeded", summary="replied")
+    assert poll_outcomes() == 2
+    assert watched.cancelled == []
+    for run, summary in ((fresh, "all done"), (person, "replied")):
+        run.refresh_from_db()
+        assert (run.status, run.outcome, run.summary, run.error) == ("delivered", "succeeded", summary, "")
+    assert "timed_out" not in read_counters()
+
+
+def test_nothing_is_cancelled_while_the_host_cannot_be_read(watched, global_session, caplog):
+    run = delivered_run("run_slow", target="new", ago=timedelta(minutes=11))
+    watched.read_fails = True
+    with captured_log(caplog, "dshloop.delivery"):
+        assert poll_outcomes() == 0
+    assert "turn outcomes not read" in caplog.text
+    assert watched.cancelled == []
+    run.refresh_from_db()
+    assert (run.status, run.outcome, run.error) == ("delivered", "", "")
 
 
 def test_a_turn_in_an_existing_session_is_never_cancelled_only_marked(watched, global_session):
