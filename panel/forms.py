@@ -18,7 +18,7 @@ from django.http import QueryDict
 from django.utils import timezone
 from pydantic import ValidationError
 
-from core.errors import ApiError
+from core.errors import ApiError, host_unavailable
 from core.timeutil import truncate_to_ms
 from core.validation import invalid_input_from
 from loops import schedules
@@ -27,6 +27,7 @@ from loops.models import ActorKind, Loop, Overlap
 from loops.presenters import schedule_view
 from loops.schemas import LoopCreateIn, LoopPatchIn
 from loops.services import create, edit
+from sessions_app.hosts.base import HostError
 from sessions_app.models import ReservedTarget
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
@@ -234,6 +235,8 @@ class LoopCreateForm(forms.Form):
             error = invalid_input_from(exc.errors())
         except ApiError as exc:
             error = exc
+        except HostError as exc:  # the host was asked (the creator's workspace) and did not answer
+            error = host_unavailable(exc)
         self.add_error(self.field_for(error.field), error.message)
         return None
 
@@ -445,5 +448,7 @@ class LoopEditForm(LoopCreateForm):
             error = invalid_input_from(exc.errors())
         except ApiError as exc:
             error = exc
+        except HostError as exc:  # the host was asked (the creator's workspace) and did not answer
+            error = host_unavailable(exc)
         self.add_error(self.field_for(error.field), error.message)
         return None

@@ -10,13 +10,14 @@ import re
 import pytest
 
 from loops.events import Actor
-from loops.models import ActorKind, LoopEvent
+from loops.models import ActorKind, Loop, LoopEvent
 from loops.services import edit as edit_service
 from sessions_app.hosts.base import HostError
 from sessions_app.hosts.local import LocalHost
 
 from .conftest import admin_url
 from .test_create import field_errors
+from .test_create import form as create_form
 from .test_operate import admin_action, edit_form, flash, fresh
 
 pytestmark = pytest.mark.django_db
@@ -248,3 +249,25 @@ def test_admin_overlap_actions_edit_new_loops_and_leave_others(staff_client, new
     assert admin_action(staff_client, "overlap_allow_selected", [new_loop]) == ["Set overlap to allow on 1 loop."]
     assert (fresh(new_loop).overlap, fresh(new_loop).revision) == ("allow", 3)
     assert edited_changes(new_loop)[-1] == {"overlap": ["skip", "allow"]}
+
+
+# --- a host that cannot be asked ---------------------------------------------------------------------
+
+
+class UnreachableHost(LocalHost):
+    capabilities = dataclasses.replace(LocalHost.capabilities, workspaces=True)
+
+    def session_workspace(self, session_id: str) -> str:
+        raise HostError("DSH is unreachable.", transient=True)
+
+
+def test_a_new_loop_whose_creator_s_workspace_cannot_be_read_is_refused_with_the_reason(
+    staff_client, world, monkeypatch
+):
+    """A new loop made in the panel captures the global session's workspace; when the host does not
+    answer, the page says so and nothing is created (no server error)."""
+    monkeypatch.setattr("loops.services.unattended.get_host", lambda: UnreachableHost())
+    response = staff_client.post("/panel/new", create_form(target="new", kind="after"))
+    assert response.status_code == 422  # the form again, with the error
+    assert "DSH is unreachable. Try again shortly." in response.content.decode()
+    assert not Loop.objects.exists()
