@@ -225,8 +225,6 @@ def test_poll_records_the_failed_turn_on_the_run_once(on_dsh):
     run = delivered_run()
     wait_for(lambda: turn_ended(on_dsh, "out-poll", run.occurrence_key), timeout=20, message="the turn to end")
 
-    assert poll_outcomes(now=timezone.now() + timedelta(hours=2)) == 0  # delivered before the window
-    assert LoopRun.objects.get(run_id=run.run_id).outcome == ""
     assert poll_outcomes() == 1
 
     run.refresh_from_db()
@@ -234,6 +232,7 @@ def test_poll_records_the_failed_turn_on_the_run_once(on_dsh):
     assert "(MISSING_CREDENTIAL)" in run.error
     first = (run.outcome, run.error, run.summary, run.outcome_at)
     assert poll_outcomes() == 0  # the run has its outcome: not asked again
+    assert poll_outcomes(now=timezone.now() + timedelta(hours=2)) == 0  # nor past the run timeout
     run.refresh_from_db()
     assert (run.outcome, run.error, run.summary, run.outcome_at) == first
 
@@ -299,23 +298,27 @@ def test_poll_does_nothing_on_a_host_without_turn_outcomes(settings):
 def test_poll_asks_for_recent_delivered_runs_and_a_refused_record_spares_the_rest(monkeypatch, caplog):
     bare_run("run_a")
     bare_run("run_b")
-    bare_run("run_old", finished_ago=timedelta(hours=2))  # out of the window
+    bare_run("run_old", finished_ago=timedelta(hours=2))  # past the run timeout: asked before it is ended
     bare_run("run_done", outcome="succeeded")
     bare_run("run_nowhere", target_session_id="")
     bare_run("run_failed", status=RunStatus.FAILED)
 
     def answer(runs):
         # Another report wins the race for run_a; run_b's answer must still be recorded.
-        record_outcome(run_id="run_a", status="succeeded")
+        if any(run.run_id == "run_a" for run in runs):
+            record_outcome(run_id="run_a", status="succeeded")
         return {run.run_id: TurnEnd("failed", error="DSH ended the turn with an error (X): y") for run in runs}
 
     fake = FakeHost(answer)
     monkeypatch.setattr("scheduler.outcome_watch.get_host", lambda: fake)
     with captured_log(caplog, "dshloop.delivery"):
-        assert poll_outcomes() == 1
+        assert poll_outcomes() == 2
 
-    [asked] = fake.asked
+    # The runs delivered within the run timeout, then the one past it (its turn ended: no cancel).
+    [asked, overdue] = fake.asked
     assert sorted(r.run_id for r in asked) == ["run_a", "run_b"]
+    assert [r.run_id for r in overdue] == ["run_old"]
+    assert LoopRun.objects.get(run_id="run_old").outcome == "failed"
     b = LoopRun.objects.get(run_id="run_b")
     assert (b.outcome, b.error) == ("failed", "DSH ended the turn with an error (X): y")
     assert [r.delivered_at_ms for r in asked if r.run_id == "run_b"] == [to_ms(b.started_at)]
