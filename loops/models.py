@@ -223,6 +223,9 @@ class LoopRun(models.Model):
             # The count of fresh agents running (scheduler.unattended), at each claim of a `new` loop:
             # WHERE target = 'new' AND outcome = '' AND (open OR delivered since the run timeout).
             models.Index(fields=["finished_at"], condition=Q(target="new", outcome=""), name="run_fresh_idx"),
+            # Health's count of deliveries that failed lately (monitoring.gauges): failed runs only,
+            # so a delivery that goes well writes no entry here.
+            models.Index(fields=["finished_at"], condition=Q(status="failed"), name="run_failed_idx"),
         ]
 
     def __str__(self) -> str:

@@ -3,8 +3,9 @@ backlog, the open runs, the fresh agents running, the loops set aside for an unr
 the loops by state and the schedulers, in one statement.
 
 One statement is one snapshot, so the states add up, and one round trip. The due backlog reads
-`loop_due_idx`, the open runs `run_open_idx`, the fresh agents running `run_fresh_idx`, the
-set-aside loops `loop_unreadable_idx`, never the run history. The loops by state are
+`loop_due_idx`, the open and retrying runs `run_open_idx`, the fresh agents running
+`run_fresh_idx`, the runs failed lately `run_failed_idx`, the set-aside loops
+`loop_unreadable_idx`, never the rest of the run history. The loops by state are
 one pass over the loop table (no index holds every state, and one that did would cost every
 claim a write), on one backend (no parallel workers); docs/BENCHMARKS-METRICS.md measures it at
 1M loops.
@@ -25,6 +26,9 @@ from sessions_app.hosts import get_host
 
 # A scheduler is alive if it ticked in the last 60 s (contract §4).
 ALIVE_WINDOW = timedelta(seconds=60)
+# Health names the deliveries that failed within this window: long enough for a monitor polling
+# every few minutes to see a burst of failures, short enough to clear soon after they stop.
+FAILED_WINDOW = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class Gauges:
     fresh_runs_running: int  # runs of `new` loops holding a slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS
     loops: dict[str, int]  # by state (LoopState), every state present; empty unless asked for
     unreadable_loops: int  # paused because their stored next_at named no moment (scheduler.stored_times)
+    retrying_runs: int  # open runs whose last delivery attempt failed: due again after a backoff
+    failed_recently: int  # runs that failed within FAILED_WINDOW
     scheduler_instances: int  # alive: ticked within ALIVE_WINDOW
     last_tick_at: datetime | None  # the newest heartbeat of any scheduler, alive or not
 
@@ -62,6 +68,8 @@ def _statement(*, by_state: bool, turn_outcomes: bool) -> str:
           (SELECT COUNT(*) FROM {runs}
              WHERE target = 'new' AND outcome = '' AND (status IN ('claimed', 'delivering'){delivered})),
           (SELECT COUNT(*) FROM {loops} WHERE state = 'paused' AND pause_reason = %(unreadable)s),
+          (SELECT COUNT(*) FROM {runs} WHERE status IN ('claimed', 'delivering') AND error <> ''),
+          (SELECT COUNT(*) FROM {runs} WHERE status = 'failed' AND finished_at >= %(failed_since)s),
           (SELECT COUNT(*) FROM {beats} WHERE last_tick_at >= %(alive_since)s),
           (SELECT MAX(last_tick_at) FROM {beats})
           {f", states.* FROM (SELECT {counts} FROM {loops}) AS states" if by_state else ""}
@@ -84,11 +92,12 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
             "alive_since": adapt(now - ALIVE_WINDOW),
             "timeout_since": adapt(now - timedelta(seconds=settings.DSHLOOP_RUN_TIMEOUT_SECONDS)),
             "unreadable": UNREADABLE_REASON,
+            "failed_since": adapt(now - FAILED_WINDOW),
         }
         turn_outcomes = get_host().capabilities.turn_outcomes
         cursor.execute(_statement(by_state=by_state, turn_outcomes=turn_outcomes), params)
         row = cursor.fetchone()
-    due, open_runs, oldest, fresh, unreadable, instances, last_tick, *states = row
+    due, open_runs, oldest, fresh, unreadable, retrying, failed, instances, last_tick, *states = row
     return Gauges(
         at=now,
         due_backlog=due,
@@ -97,6 +106,8 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
         fresh_runs_running=fresh,
         loops=dict(zip(LoopState.values, states, strict=True)) if by_state else {},
         unreadable_loops=unreadable,
+        retrying_runs=retrying,
+        failed_recently=failed,
         scheduler_instances=instances,
         last_tick_at=_moment(last_tick),
     )

@@ -6,7 +6,8 @@ HEAD, which gets the same status and no body):
 
 - 200 when the database answers and at least one scheduler is alive (ticked in the last 60 s).
   The body is contract §4's, plus §12's three numbers, and `problems` only when something still
-  needs a person (loops set aside because their stored deadline was not a timestamp)::
+  needs a person (loops set aside because their stored deadline was not a timestamp, deliveries
+  that failed in the last 15 minutes or wait for a retry after failing)::
 
       {"database": "ok", "scheduler": {"alive": true, "instances": 1, "last_tick_at": 1748858410000},
        "due_backlog": 0, "oldest_open_run_age_s": 0.0, "database_rtt_ms": 0.412}
@@ -55,7 +56,7 @@ from core.errors import one_line
 from core.timeutil import to_ms
 from loops import humanize
 from loops.models import SchedulerHeartbeat
-from monitoring.gauges import ALIVE_WINDOW, read_gauges
+from monitoring.gauges import ALIVE_WINDOW, FAILED_WINDOW, read_gauges
 
 logger = logging.getLogger("dshloop.health")
 
@@ -82,7 +83,10 @@ class HealthOut(BaseModel):
     database_rtt_ms: float = Field(description="One `SELECT 1` round trip, in ms.")
     problems: list[str] | None = Field(
         None,
-        description="Present when loops will fire but something needs a person: loops the scheduler set aside.",
+        description=(
+            "Present when loops will fire but something needs a person: loops the scheduler set aside, "
+            "deliveries that failed in the last 15 minutes or are being retried after failing."
+        ),
     )
 
 
@@ -139,6 +143,8 @@ def health_report(now: datetime | None = None) -> tuple[int, dict]:
     problems = [] if scheduler["alive"] else [_no_scheduler(gauges.last_tick_at, now)]
     if gauges.unreadable_loops:
         problems.append(_unreadable(gauges.unreadable_loops))
+    if gauges.retrying_runs or gauges.failed_recently:
+        problems.append(_failing(retrying=gauges.retrying_runs, failed=gauges.failed_recently))
     if problems:
         body["problems"] = problems
     return (200 if scheduler["alive"] else 503), body
@@ -170,6 +176,22 @@ def _unreadable(count: int) -> str:
         f"{loops} paused because the stored next run time was not a timestamp (written by hand or another "
         "tool?): the server's log names them; resume them to schedule them from now."
     )
+
+
+def _failing(*, retrying: int, failed: int) -> str:
+    """Loops fire, but deliveries fail: the count without the errors, which can name sessions and
+    hosts (this body needs no token); the runs' own records say why."""
+    parts = []
+    if failed:
+        minutes = int(FAILED_WINDOW.total_seconds() // 60)
+        parts.append(f"{_deliveries(failed)} failed in the last {minutes} minutes")
+    if retrying:
+        parts.append(f"{_deliveries(retrying)} failed and will be retried")
+    return "; ".join(parts) + ": each run's error says why (the panel's loop pages, GET /api/loops/{id}/runs)."
+
+
+def _deliveries(count: int) -> str:
+    return "1 delivery" if count == 1 else f"{count} deliveries"
 
 
 def _no_scheduler(last_tick_at: datetime | None, now: datetime) -> str:

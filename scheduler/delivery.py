@@ -27,12 +27,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.bulk import update_rows
+from core.errors import database_unavailable, one_line
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
 from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, revision_prompts
 from loops.runs import OPEN_STATUSES, free_rows, lease
@@ -41,9 +42,9 @@ from scheduler.failures import after_failures, locked_loops, take_outcome
 from scheduler.message import loop_message, run_source
 from scheduler.occurrence_log import log_occurrence
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
-from scheduler.targets import BatchView, PermanentFailure, resolve_target
+from scheduler.targets import BatchView, PermanentFailure, host_savepoint, resolve_target
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import Host, HostError, Message
+from sessions_app.hosts.base import Delivered, Host, HostError, Message
 
 logger = logging.getLogger("dshloop.delivery")
 
@@ -174,6 +175,10 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
         return Outcome(run, error=str(exc))
     except HostError as exc:
         return _failure(run, error=str(exc), transient=exc.transient)
+    except DatabaseError as exc:  # a resume or a fresh session the embedded host could not write
+        logger.warning("resolving the target of %s: %s", run.occurrence_key, one_line(exc))
+        failure = refused(exc)
+        return _failure(run, error=str(failure), transient=failure.transient)
     except Exception as exc:
         logger.exception("resolving the target of %s raised", run.occurrence_key)
         return _failure(run, error=f"Unexpected error: {exc}", transient=True)
@@ -196,11 +201,7 @@ def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> 
     prompts = _prompts(runs, loops)
     prepared = [(run, _prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
-    try:
-        results = host.deliver_many([message for _, message in pending]) if pending else []
-    except Exception as exc:
-        logger.exception("delivering a batch of %d raised", len(pending))
-        results = [HostError(f"Unexpected error: {exc}", transient=True)] * len(pending)
+    results = _deliver_isolating(host, [message for _, message in pending]) if pending else []
     delivered = {
         run.run_id: (
             Outcome(run, delivered=True)
@@ -210,6 +211,36 @@ def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> 
         for (run, _), result in zip(pending, results, strict=True)
     }
     return [delivered[run.run_id] if isinstance(item, Message) else item for run, item in prepared]
+
+
+def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | HostError]:
+    """The host's deliver_many, with a message that makes it raise failing alone.
+
+    On the embedded host the messages are written in the batch's own transaction, where one
+    refused insert (a constraint, a trigger) would doom the whole transaction, and with it the
+    records of every run beside it. So the call runs in a savepoint; if it raises, the savepoint is
+    rolled back and each message is delivered again on its own (in its own savepoint), so the others
+    are delivered as if nothing happened and the one that raises fails with its own error. A remote
+    host needs no savepoint: a message it did take is found again by its occurrence key."""
+    try:
+        with host_savepoint(host):
+            return host.deliver_many(messages)
+    except Exception as exc:
+        if len(messages) > 1:
+            logger.warning("delivering a batch of %d raised (%s); delivering each alone", len(messages), one_line(exc))
+            return [result for message in messages for result in _deliver_isolating(host, [message])]
+        if isinstance(exc, DatabaseError):
+            logger.warning("the database refused the message of %s: %s", messages[0].occurrence_key, one_line(exc))
+            return [refused(exc)]
+        logger.exception("delivering %s raised", messages[0].occurrence_key)
+        return [HostError(f"Unexpected error: {exc}", transient=True)]
+
+
+def refused(exc: DatabaseError) -> HostError:
+    """A write the database refused (a constraint, a trigger) is refused again on a retry: the run
+    fails at once, with the database's words. Unless the database could not be reached: then
+    nothing of the batch can be recorded either, and it is re-driven."""
+    return HostError(f"The database refused this delivery: {one_line(exc)}", transient=database_unavailable(exc))
 
 
 def _still_leased(runs: list[RunRow]) -> list[RunRow]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
 from scheduler.message import Source
 from scheduler.rows import DeliveryLoop, RunRow
-from sessions_app.hosts.base import Host, Placement
+from sessions_app.hosts.base import NO_PLACEMENT, Host, Placement
 from sessions_app.records import SessionInfo
 
 
@@ -22,6 +24,13 @@ class DeliveryTarget:
     session_id: str
     status: str
     fallback: str = ""  # what was inherited from the profile default, and why
+
+
+def host_savepoint(host: Host) -> AbstractContextManager[object]:
+    """A savepoint around a host call that writes in the caller's transaction (the embedded host's):
+    if the call raises, its writes are undone and the transaction goes on. A remote host's writes
+    are not in any transaction of ours: nothing to undo."""
+    return transaction.atomic() if host.capabilities.transactional else nullcontext()
 
 
 class BatchView:
@@ -42,9 +51,20 @@ class BatchView:
             self._global.append(self.host.global_session())
         return self._global[0]
 
+    # The embedded host writes resumes and fresh sessions in the batch's transaction: each in a
+    # savepoint, so that one the database refuses fails only its own run, not the whole batch.
     def resume_session(self, session_id: str) -> SessionInfo:
-        self.sessions[session_id] = self.host.resume_session(session_id)
+        with host_savepoint(self.host):
+            self.sessions[session_id] = self.host.resume_session(session_id)
         return self.sessions[session_id]
+
+    def create_session(
+        self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
+    ) -> str:
+        with host_savepoint(self.host):
+            return self.host.create_session(
+                preset=preset, model=model, first_prompt=first_prompt, source=source, placement=placement
+            )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.host, name)
