@@ -159,8 +159,10 @@ def test_under_a_real_scheduler_the_batch_is_delivered_on_time_and_the_bad_run_f
 
         # The refused loop's failures back it off (scheduler.failures): its first run is the one to watch.
         wait_for(
-            lambda: LoopRun.objects.filter(loop_id=bad, status=RunStatus.FAILED).exists()
-            and LoopRun.objects.filter(status=RunStatus.DELIVERED).count() >= 10,
+            lambda: (
+                LoopRun.objects.filter(loop_id=bad, status=RunStatus.FAILED).exists()
+                and LoopRun.objects.filter(status=RunStatus.DELIVERED).count() >= 10
+            ),
             timeout=30,
             message="the refused loop's run failed and two rounds of the others delivered",
         )
