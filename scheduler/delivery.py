@@ -39,7 +39,7 @@ from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, re
 from loops.runs import OPEN_STATUSES, free_rows, lease
 from monitoring.counters import Tally
 from scheduler.failures import after_failures, locked_loops, take_outcome
-from scheduler.message import loop_message, run_source
+from scheduler.message import loop_message, message_summary, run_source
 from scheduler.occurrence_log import log_occurrence
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, host_savepoint, resolve_target
@@ -187,6 +187,8 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
         loop_message(loop_id=loop.loop_id, prompt=prompt),
         source,
         run.occurrence_key,
+        summary=message_summary(name=loop.name, prompt=prompt),
+        fresh=(run.target or loop.session_id) == "new",
     )
 
 

@@ -31,6 +31,18 @@ def loop_message(*, loop_id: str, prompt: str) -> str:
     return f"<loop>\n  <loop_id>{_escape(loop_id)}</loop_id>\n  <prompt>{_escape(prompt)}</prompt>\n</loop>"
 
 
+# DSH shows at most this much of a plugin message's summary (contract §15).
+SUMMARY_LIMIT = 120
+
+
+def message_summary(*, name: str, prompt: str) -> str:
+    """The one line a host may show for the message instead of its XML: the loop's name, else its
+    prompt's first words (on one line, cut with an ellipsis)."""
+    # Only the head of a long prompt is looked at: a summary is computed for every occurrence.
+    text = " ".join((name or prompt[: SUMMARY_LIMIT * 4]).split())
+    return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 1].rstrip() + "…"
+
+
 # The `source` a delivery hands its host with the message (contract §5): what sent it.
 Source = dict[str, str | int]
 

@@ -67,6 +67,7 @@ class DeliveryLoop:
     """The loop of a run being delivered: its target, and whether it is due again soon."""
 
     loop_id: str
+    name: str
     kind: str
     state: str
     revision: int

@@ -283,3 +283,15 @@ class DshHost:
             and event["data"].get("source", {}).get("kind") == "user"
             and (rpc_id is None or event["data"]["source"].get("rpcId") == rpc_id)
         ]
+
+    def loop_messages(self, session_id: str, key: str | None = None) -> list[dict]:
+        """The `user/message` events dshloop's plugin delivered (source.kind "plugin", plugin
+        "dshloop"), optionally only the one carrying occurrence `key` (data.source.deliveryKey)."""
+        return [
+            event
+            for event in self.history(session_id)
+            if event["type"] == "user/message"
+            and event["data"].get("source", {}).get("plugin") == "dshloop"
+            and event["data"]["source"].get("kind") == "plugin"
+            and (key is None or event["data"]["source"].get("deliveryKey") == key)
+        ]

@@ -17,6 +17,7 @@ import {
   parseCatalogue,
   type ToolDefinition,
 } from './dshloop.ts'
+import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, PLUGIN_NAME } from './deliver.ts'
 import { panelUrl } from './status.ts'
 
 export const name = 'dshloop'
@@ -42,7 +43,7 @@ interface ToolExecution {
   readonly signal: AbortSignal
 }
 
-interface Agent {
+interface Agent extends LiveAgent {
   readonly id: string
   readonly ctx: {
     readonly tools: { register(definition: unknown): Disposer }
@@ -57,7 +58,7 @@ interface RpcResult {
 }
 
 interface HostContext {
-  readonly agents: { roots(): readonly Agent[] }
+  readonly agents: { roots(): readonly Agent[]; get(id: string): Agent | undefined }
   readonly connection: {
     readonly rpc: {
       handle(
@@ -76,6 +77,10 @@ interface HostContext {
 export const RPC_CHANNEL = '/dshloop'
 const DEFAULT_URL = 'http://127.0.0.1:8000'
 const DEFAULT_TIMEOUT_SECONDS = 10
+
+/** The tools a session dshloop made for a `new` run goes without (contract §15): unattended work
+ * may not schedule more of itself. dshloop says so with each delivery into such a session. */
+export const LOOP_MAKING_TOOLS: readonly string[] = ['loop_create', 'loop_delete']
 
 export const SUBAGENT_REFUSAL =
   'The loop tools belong to the conversation\'s main agent, not to a subagent: a subagent\'s session ' +
@@ -103,20 +108,29 @@ export function apply(ctx: HostContext, config: Config = {}): void {
     const mounted = new Map<Agent, Disposer>()
     let alive = true
 
+    // Sessions made for a `new` run, which keep only the read-only tools (in memory: after a DSH
+    // restart dshloop says so again with the next delivery, and refuses their calls meanwhile).
+    const unattended = new Set<string>()
+
     const mount = (agent: Agent): void => {
       if (!alive || mounted.has(agent) || !ctx.agents.roots().includes(agent)) return
-      const tools = catalogue
+      const tools = unattended.has(agent.id) ? catalogue.filter(tool => !LOOP_MAKING_TOOLS.includes(tool.name)) : catalogue
       mounted.set(agent, agent.ctx.effect(() => registerTools(agent, tools), 'dshloop: loop tools'))
+    }
+
+    const remount = async (agent: Agent): Promise<void> => {
+      const dispose = mounted.get(agent)
+      mounted.delete(agent)
+      if (dispose !== undefined) await dispose()
+      mount(agent)
     }
 
     // A tool name may be registered once per agent layer: the old registrations must be gone
     // (their disposer may settle later) before the new catalogue's go in.
     const remountAll = async (): Promise<void> => {
-      for (const [agent, dispose] of [...mounted]) {
-        mounted.delete(agent)
+      for (const agent of [...mounted.keys()]) {
         try {
-          await dispose()
-          mount(agent)
+          await remount(agent)
         } catch (error) {
           ctx.logger.warn(`dshloop: could not renew the loop tools of ${agent.id}: ${String(error)}`)
         }
@@ -183,8 +197,15 @@ export function apply(ctx: HostContext, config: Config = {}): void {
           }
         })
       : () => {}
+    // The first delivery into a session made for a `new` run takes its loop-making tools away
+    // before the message can start a turn (the model is offered the tools when the turn starts).
+    const restrict = async (agent: Agent): Promise<void> => {
+      if (unattended.has(agent.id)) return
+      unattended.add(agent.id)
+      await remount(agent)
+    }
     const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) =>
-      handleRpc(endpoint, rpcEndpoint, payload, signal), { authority: 'loopback' })
+      handleRpc(endpoint, rpcEndpoint, payload, signal, { agents: ctx.agents, restrict }), { authority: 'loopback' })
     void refresh()
 
     return async () => {
@@ -199,13 +220,31 @@ export function apply(ctx: HostContext, config: Config = {}): void {
   }, 'dshloop: host')
 }
 
+/** What the channel's delivery endpoint needs of the host half. */
+export interface Deliveries {
+  readonly agents: { get(id: string): Agent | undefined }
+  restrict(agent: Agent): Promise<void>
+}
+
 /**
- * `POST /dshloop/status {sessionId}` from DSH Web (loopback only): that session's loops, as
- * `loop_list {}` answers them for that session as the caller — never another session's (spec §8.1).
+ * The loopback channel `POST /dshloop/<endpoint>`:
+ * - `status {sessionId}` from DSH Web: that session's loops, as `loop_list {}` answers them for that
+ *   session as the caller — never another session's (spec §8.1);
+ * - `hello {}` from dshloop: that this plugin is here and can deliver;
+ * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
+ *   `unattended: true` for a session dshloop made for a `new` run.
  */
-export async function handleRpc(endpoint: Endpoint, rpcEndpoint: string, payload: unknown, signal: AbortSignal): Promise<RpcResult> {
-  const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId
+export async function handleRpc(
+  endpoint: Endpoint,
+  rpcEndpoint: string,
+  payload: unknown,
+  signal: AbortSignal,
+  deliveries?: Deliveries,
+): Promise<RpcResult> {
+  if (rpcEndpoint === 'hello') return { ok: true, value: { plugin: PLUGIN_NAME, deliver: deliveries !== undefined } }
+  if (rpcEndpoint === 'deliver' && deliveries !== undefined) return deliverRpc(payload, deliveries)
   if (rpcEndpoint !== 'status') return rpcError('not-found', `unknown endpoint ${rpcEndpoint}`)
+  const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId
   if (typeof sessionId !== 'string' || sessionId === '') return rpcError('bad-request', 'sessionId must be a non-empty string')
   try {
     const answer = await callTool(endpoint, 'loop_list', {}, sessionId, signal)
@@ -217,6 +256,18 @@ export async function handleRpc(endpoint: Endpoint, rpcEndpoint: string, payload
     // message): no loop can target it, so it has none.
     if (code === 'unknown_session') return { ok: true, value: { loops: [], panelUrl: panelUrl(endpoint.url, sessionId) } }
     return rpcError(code, error instanceof Error ? error.message : String(error))
+  }
+}
+
+async function deliverRpc(payload: unknown, deliveries: Deliveries): Promise<RpcResult> {
+  try {
+    const request = parseDeliverRequest(payload)
+    const agent = deliveries.agents.get(request.sessionId)
+    if (agent !== undefined && (payload as { unattended?: unknown }).unattended === true) await deliveries.restrict(agent)
+    return { ok: true, value: deliver(agent, request) }
+  } catch (error) {
+    if (error instanceof DeliverError) return rpcError(error.code, error.message)
+    return rpcError('internal', error instanceof Error ? error.message : String(error))
   }
 }
 

@@ -149,6 +149,11 @@ class Message:
     text: str
     source: dict
     occurrence_key: str
+    # For a host that can show a message as what it is rather than as its text (DSH with dshloop's
+    # plugin, contract §15): one line naming the loop, and whether the session was made for this
+    # run of a `new` loop (unattended: DSH then leaves it no loop-making tools).
+    summary: str = ""
+    fresh: bool = False
 
 
 def deliver_each(host: Host, messages: list[Message]) -> list[Delivered | HostError]:

@@ -16,10 +16,13 @@ What maps to what:
   docs/dsh-unattended.md §2).
 - a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
   cancelling a turn <- `session.cancel`.
-- deliver <- `session.prompt` with `steer` for a running target (next step) and `queue` otherwise
-  (next turn), its `rpcId` the occurrence key. DSH does not deduplicate a repeated rpcId, and a
-  prompt still queued when it stops is discarded; so a delivery counts only once a `user/message`
-  with that rpcId is in `session.history`, and before sending, the history is searched for it.
+- deliver <- with dshloop's plugin mounted (its channel answers `hello`): `POST /dshloop/deliver`,
+  and the plugin sends the message to the session's live agent with a plugin source carrying the
+  occurrence key as `deliveryKey` (contract §15), so that DSH Web draws a loop card; without it,
+  `session.prompt` with `steer` for a running target (next step) and `queue` otherwise (next
+  turn), its `rpcId` the occurrence key. Neither deduplicates by itself, and a message still
+  pending when DSH stops is discarded; so a delivery counts only once a `user/message` carrying
+  the key is in `session.history`, and before sending, the history is searched for it.
 - presets <- `agentPreset.list` (mountable unless `broken`).
 - turn outcomes <- `session.history`: the first `turn/end` after the occurrence's
   `user/message` (a steered message ends with the turn it joined, a queued one with the later turn
@@ -42,8 +45,8 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, RunRef, TurnEnd, deliver_each
-from .dsh_turns import stall_of, turn_end_of
+from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, RunRef, TurnEnd
+from .dsh_turns import carries, stall_of, turn_end_of
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
 logger = logging.getLogger("dshloop.hosts")
@@ -56,6 +59,10 @@ HISTORY_PAGE = 200  # messages per history page when looking for an occurrence's
 # DSH's event times and dshloop's run times come from two clocks (one machine: DSH answers only
 # loopback); a log is read back this much further than a run's time.
 CLOCK_MARGIN_MS = 10 * 60 * 1000
+# dshloop's plugin's loopback channel in DSH (dsh-plugin/src/index.ts), and how often a scheduler
+# asks again whether it is there.
+PLUGIN_CHANNEL = "/dshloop"
+PLUGIN_RECHECK_SECONDS = 60.0
 
 
 def new_session_id(occurrence_key: str) -> str:
@@ -70,6 +77,8 @@ class DshHost:
         self.wire = DshClient(base_url, timeout=timeout)
         self.cwd = cwd
         self.global_session_id = global_session_id
+        self._plugin = False
+        self._plugin_checked_at: float | None = None
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -276,34 +285,79 @@ class DshHost:
         for event in events:
             data = json_object(event.get("data"))
             if event.get("type") == "user/message":
-                origin = json_object(data.get("source"))
-                if origin.get("rpcId") == key:
+                if carries(data.get("source"), key):
                     return "delivered", str(data.get("id") or event["seq"])
             elif event.get("type") == "agent/inbox/spliced":
                 inserted = json_array(data.get("inserted"))
-                if any(isinstance(item, dict) and (item.get("source") or {}).get("rpcId") == key for item in inserted):
+                if any(carries(json_object(item).get("source"), key) for item in inserted):
                     queued_on = data.get("target")
                 elif queued_on is not None and data.get("target") == queued_on and data.get("outcome") == "canceled":
                     queued_on = None  # DSH stopped with it still queued: lost (DSH-HOST.md §6.5)
         return ("pending", None) if queued_on is not None else ("absent", None)
 
     def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered:
+        return self._deliver(Message(session_id, text, source, occurrence_key))
+
+    def _deliver(self, message: Message) -> Delivered:
         """spec §6 adaptive delivery, at most once per occurrence (see the module docstring)."""
+        session_id, source = message.session_id, message.source
         session = self.get_session(session_id)
         if session is None:
             raise DshError(f"DSH has no session {session_id!r}.", code="session-not-found", transient=False)
-        mode = "steer" if session.status == SessionStatus.RUNNING else "queue"
-        delivery = "next_step" if mode == "steer" else "next_turn"
+        delivery = "next_step" if session.status == SessionStatus.RUNNING else "next_turn"
         where, message_id = self._find_occurrence(session_id, source)
         if where == "absent":
-            self.wire.call(
-                "session.prompt",
-                {"sessionId": session_id, "mode": mode, "content": [{"type": "text", "text": text}]},
-                rpc_id=occurrence_key,
-            )
+            if self._plugin_delivers():
+                delivery = self._deliver_through_plugin(message)
+            else:
+                self.wire.call(
+                    "session.prompt",
+                    {
+                        "sessionId": session_id,
+                        "mode": "steer" if delivery == "next_step" else "queue",
+                        "content": [{"type": "text", "text": message.text}],
+                    },
+                    rpc_id=message.occurrence_key,
+                )
         if message_id is None:
             message_id = self._confirmed(session_id, source)
         return Delivered(message_id, delivery)
+
+    def _plugin_delivers(self) -> bool:
+        """Whether dshloop's plugin is mounted in this DSH and can deliver (its channel answers
+        `hello`): asked once, then again every PLUGIN_RECHECK_SECONDS, since DSH may be restarted
+        with or without it. DSH unreachable: a transient DshError, as any call."""
+        now = time.monotonic()
+        if self._plugin_checked_at is None or now - self._plugin_checked_at > PLUGIN_RECHECK_SECONDS:
+            try:
+                value = self.wire.call("hello", {}, path=PLUGIN_CHANNEL + "/hello")
+                self._plugin = json_object(value).get("deliver") is True
+            except DshError as exc:
+                if exc.transient:
+                    raise
+                self._plugin = False  # no such channel (405), or a plugin without the endpoint
+            self._plugin_checked_at = now
+        return self._plugin
+
+    def _deliver_through_plugin(self, message: Message) -> str:
+        """`POST /dshloop/deliver`: the plugin sends the message with its own source (contract §15)
+        to the session's live agent; the adapter loaded a cold session first. Returns how it was
+        delivered (next_turn, or next_step into a running turn)."""
+        source = message.source
+        value = self.wire.call(
+            "deliver",
+            {
+                "sessionId": message.session_id,
+                "text": message.text,
+                "key": message.occurrence_key,
+                "summary": message.summary,
+                "loop": {"loop_id": source.get("loop_id", ""), "run_id": source.get("run_id", "")},
+                "unattended": message.fresh and not settings.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS,
+            },
+            path=PLUGIN_CHANNEL + "/deliver",
+        )
+        delivery = json_object(value).get("delivery")
+        return delivery if delivery in ("next_turn", "next_step") else "next_turn"
 
     def _confirmed(self, session_id: str, source: dict) -> str:
         deadline = time.monotonic() + CONFIRM_SECONDS
@@ -323,7 +377,13 @@ class DshHost:
             time.sleep(CONFIRM_POLL)
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
-        return deliver_each(self, messages)
+        results: list[Delivered | HostError] = []
+        for message in messages:
+            try:
+                results.append(self._deliver(message))
+            except HostError as exc:
+                results.append(exc)
+        return results
 
     # -- turn outcomes (base.TurnOutcomes) ------------------------------------------------------------
 

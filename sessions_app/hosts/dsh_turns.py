@@ -68,6 +68,13 @@ def map_turn_end(reason: object, turn: list[dict]) -> TurnEnd:
     return TurnEnd("failed", error=clip(f"DSH ended the turn with a reason dshloop does not know: {kind or 'none'!r}."))
 
 
+def carries(source: object, occurrence_key: str) -> bool:
+    """Whether a message's `source` names the occurrence: as the plugin's `deliveryKey` (a delivery
+    through dshloop's plugin, contract §15) or as the `rpcId` of a `session.prompt` (without it)."""
+    origin = json_object(source)
+    return origin.get("deliveryKey") == occurrence_key or origin.get("rpcId") == occurrence_key
+
+
 def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
     """The outcome of the turn that handled the occurrence's message, from a session's log (oldest
     first), or None: the message is not in the log, or its turn has not ended yet.
@@ -79,8 +86,7 @@ def turn_end_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
     for index, event in enumerate(events):
         data = json_object(event.get("data"))
         if start is None:
-            origin = json_object(data.get("source"))
-            if event.get("type") == "user/message" and origin.get("rpcId") == occurrence_key:
+            if event.get("type") == "user/message" and carries(data.get("source"), occurrence_key):
                 start = index
         elif event.get("type") == "turn/end":
             return map_turn_end(data.get("reason"), events[start:index])
@@ -96,8 +102,7 @@ def stall_of(events: list[dict], occurrence_key: str) -> TurnEnd | None:
         data = json_object(event.get("data"))
         kind = event.get("type")
         if not started:
-            origin = json_object(data.get("source"))
-            started = kind == "user/message" and origin.get("rpcId") == occurrence_key
+            started = kind == "user/message" and carries(data.get("source"), occurrence_key)
         elif kind == "turn/end":
             return None
         elif kind == "approval/asked":

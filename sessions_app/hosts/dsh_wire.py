@@ -65,8 +65,9 @@ class DshClient:
             self._pid = os.getpid()
         return self._client
 
-    def call(self, method: str, payload: dict, *, rpc_id: str | None = None):
-        """One `POST /api/<method>`; returns the value, or raises DshError (transient or not)."""
+    def call(self, method: str, payload: dict, *, rpc_id: str | None = None, path: str = ""):
+        """One `POST /api/<method>` (or `path`: a plugin's loopback channel, `/<channel>/<endpoint>`,
+        which takes the same envelope); returns the value, or raises DshError (transient or not)."""
         body = {
             "type": "client-request",
             "rpcId": rpc_id or f"dshloop-{time.monotonic_ns()}",
@@ -74,7 +75,7 @@ class DshClient:
             "payload": payload,
         }
         try:
-            response = self.client.post(f"/api/{method}", json=body)
+            response = self.client.post(path or f"/api/{method}", json=body)
         except httpx.TimeoutException as exc:
             raise DshError(f"DSH did not answer {method} within {self.timeout:g} s.", transient=True) from exc
         except httpx.HTTPError as exc:

@@ -46,7 +46,7 @@ def test_an_agent_creates_lists_and_deletes_its_own_loop(plugin_dsh, dshloop, wo
         message="two deliveries",
     )
     for run in runs:
-        [message] = plugin_dsh.user_messages("ses-a", rpc_id=run.occurrence_key)
+        [message] = plugin_dsh.loop_messages("ses-a", key=run.occurrence_key)
         assert loop["loop_id"] in message["data"]["content"][0]["text"]
     wait_for(
         lambda: LoopRun.objects.filter(occurrence_key=runs[0].occurrence_key, outcome="succeeded").exists(),

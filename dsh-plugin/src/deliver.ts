@@ -1,0 +1,123 @@
+/**
+ * Deliveries through the plugin (contract §15): dshloop's `dsh` host adapter posts each occurrence's
+ * message to `POST /dshloop/deliver` on DSH's loopback channel, and the plugin hands it to the
+ * session's live agent with a plugin source. DSH Web then draws it as the plugin's own row (a loop
+ * card), not as something the person typed, and the source carries the occurrence's key, so that a
+ * retried delivery finds the message it already made instead of making a second one.
+ *
+ * Exactly once, with dshloop's adapter: the adapter looks for the key in the session's log before it
+ * calls, and this handler looks again, in the live agent's log and its pending inbox, right before it
+ * sends (the two can race only with another delivery of the same occurrence, which dshloop's lease
+ * rules out). A message DSH still holds in the inbox when it stops is cancelled there (its log says
+ * `canceled`), so the adapter counts a delivery only once the log holds the `user/message`.
+ */
+
+export const PLUGIN_NAME = 'dshloop'
+
+/** What dshloop asks: one occurrence's message into one loaded session. */
+export interface DeliverRequest {
+  readonly sessionId: string
+  readonly text: string
+  readonly key: string
+  readonly summary: string
+  readonly loop: { readonly loop_id: string; readonly run_id: string }
+  /** A notice about a loop (a failure notice) rather than one of its occurrences. */
+  readonly notice: boolean
+}
+
+export type DeliverAnswer =
+  | { readonly status: 'sent' | 'already'; readonly delivery: 'next_turn' | 'next_step' }
+
+export interface LiveAgent {
+  readonly id: string
+  readonly status: string
+  readonly session: { readonly events: readonly { readonly type: string; readonly data?: unknown }[] }
+  readonly inbox: { readonly nextTurn: readonly unknown[]; readonly nextStep: readonly unknown[] }
+  send(message: unknown, target: 'next-turn' | 'next-step', wakeup: boolean): void
+}
+
+export class DeliverError extends Error {
+  readonly code: string
+  constructor(code: string, message: string) {
+    super(message)
+    this.code = code
+  }
+}
+
+// DSH's CONTEXT_SUMMARY_MAX_CHARS: a longer summary is cut by DSH itself, mid-word.
+export const SUMMARY_MAX = 120
+
+export function parseDeliverRequest(payload: unknown): DeliverRequest {
+  const body = (payload ?? {}) as Record<string, unknown>
+  const text = (name: string): string => {
+    const value = body[name]
+    if (typeof value !== 'string' || value === '') throw new DeliverError('bad-request', `${name} must be a non-empty string`)
+    return value
+  }
+  const sessionId = text('sessionId'), message = text('text'), key = text('key')
+  const loop = (body.loop ?? {}) as Record<string, unknown>
+  if (typeof loop.loop_id !== 'string' || typeof loop.run_id !== 'string') {
+    throw new DeliverError('bad-request', 'loop must be {loop_id, run_id}')
+  }
+  const summary = typeof body.summary === 'string' ? body.summary : ''
+  return {
+    sessionId,
+    text: message,
+    key,
+    summary: summary.length <= SUMMARY_MAX ? summary : `${summary.slice(0, SUMMARY_MAX - 1)}…`,
+    loop: { loop_id: loop.loop_id, run_id: loop.run_id },
+    notice: body.notice === true,
+  }
+}
+
+function deliveryKeyOf(message: unknown): unknown {
+  const source = (message as { source?: { deliveryKey?: unknown } } | null)?.source
+  return source?.deliveryKey
+}
+
+/** Whether the agent's log or its pending inbox already holds this occurrence's message. */
+export function holds(agent: LiveAgent, key: string): boolean {
+  const logged = agent.session.events.some(event =>
+    event.type === 'user/message' && deliveryKeyOf(event.data) === key)
+  return logged || [...agent.inbox.nextTurn, ...agent.inbox.nextStep].some(message => deliveryKeyOf(message) === key)
+}
+
+function frozen<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const part of Object.values(value)) frozen(part)
+    Object.freeze(value)
+  }
+  return value
+}
+
+/**
+ * Send the message to the loaded agent of the session, or say it is there already. A running agent
+ * takes it at its next step (spec §6), an idle one opens a turn for it. The message's ID is DSH's
+ * kind (a fresh UUID): DSH accepts a chosen ID twice and DSH Web then drops the second turn.
+ */
+export function deliver(agent: LiveAgent | undefined, request: DeliverRequest): DeliverAnswer {
+  if (agent === undefined) {
+    throw new DeliverError(
+      'session-not-loaded',
+      `Session ${request.sessionId} is not loaded in DSH (dshloop loads a cold session before it delivers): try again.`,
+    )
+  }
+  const delivery = agent.status === 'running' ? 'next_step' : 'next_turn'
+  if (holds(agent, request.key)) return { status: 'already', delivery }
+  const message = frozen({
+    id: crypto.randomUUID(),
+    role: 'user',
+    content: [{ type: 'text', text: request.text }],
+    source: {
+      kind: 'plugin',
+      plugin: PLUGIN_NAME,
+      form: 'notice',
+      summary: request.summary,
+      deliveryKey: request.key,
+      loop: { loop_id: request.loop.loop_id, run_id: request.loop.run_id },
+      ...(request.notice ? { notice: true } : {}),
+    },
+  })
+  agent.send(message, delivery === 'next_step' ? 'next-step' : 'next-turn', true)
+  return { status: 'sent', delivery }
+}

@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, SUMMARY_MAX } from '../src/deliver.ts'
+import { handleRpc } from '../src/index.ts'
+
+function liveAgent(status = 'idle') {
+  const sent: { message: any; target: string; wakeup: boolean }[] = []
+  const agent = {
+    id: 'ses_a',
+    status,
+    session: { events: [] as { type: string; data?: unknown }[] },
+    inbox: { nextTurn: [] as unknown[], nextStep: [] as unknown[] },
+    send(message: unknown, target: string, wakeup: boolean) { sent.push({ message, target, wakeup }) },
+  }
+  return { agent: agent as LiveAgent & typeof agent, sent }
+}
+
+const request = (key = 'loop_1@1000') => parseDeliverRequest({
+  sessionId: 'ses_a',
+  text: '<loop>…</loop>',
+  key,
+  summary: 'Check the build',
+  loop: { loop_id: 'loop_1', run_id: 'run_1' },
+})
+
+test('a delivery is one plugin message carrying the occurrence key, drawn as dshloop\'s own', () => {
+  const { agent, sent } = liveAgent()
+  assert.deepEqual(deliver(agent, request()), { status: 'sent', delivery: 'next_turn' })
+  assert.equal(sent.length, 1)
+  const { message, target, wakeup } = sent[0]!
+  assert.equal(target, 'next-turn')
+  assert.equal(wakeup, true)
+  assert.equal(message.role, 'user')
+  assert.deepEqual(message.content, [{ type: 'text', text: '<loop>…</loop>' }])
+  assert.deepEqual(message.source, {
+    kind: 'plugin',
+    plugin: 'dshloop',
+    form: 'notice',
+    summary: 'Check the build',
+    deliveryKey: 'loop_1@1000',
+    loop: { loop_id: 'loop_1', run_id: 'run_1' },
+  })
+  assert.match(message.id, /^[0-9a-f-]{36}$/) // DSH's own kind of ID, never a chosen one
+  assert.ok(Object.isFrozen(message) && Object.isFrozen(message.source))
+})
+
+test('a running agent takes the message at its next step', () => {
+  const { agent, sent } = liveAgent('running')
+  assert.equal(deliver(agent, request()).delivery, 'next_step')
+  assert.equal(sent[0]!.target, 'next-step')
+})
+
+test('an occurrence already in the log or still pending in the inbox is not sent again', () => {
+  const logged = liveAgent()
+  logged.agent.session.events.push({ type: 'user/message', data: { source: { deliveryKey: 'loop_1@1000' } } })
+  assert.equal(deliver(logged.agent, request()).status, 'already')
+  assert.equal(logged.sent.length, 0)
+  assert.equal(deliver(logged.agent, request('loop_1@2000')).status, 'sent') // another occurrence
+
+  const pending = liveAgent('running')
+  pending.agent.inbox.nextTurn.push({ source: { deliveryKey: 'loop_1@1000' } })
+  assert.equal(deliver(pending.agent, request()).status, 'already')
+  assert.equal(pending.sent.length, 0)
+})
+
+test('a session that is not loaded is refused, for dshloop to load it and retry', () => {
+  assert.throws(() => deliver(undefined, request()), (error: unknown) =>
+    error instanceof DeliverError && error.code === 'session-not-loaded')
+})
+
+test('bad requests are refused with the field; a long summary is cut to what DSH shows', () => {
+  assert.throws(() => parseDeliverRequest({ sessionId: 'ses_a', text: 'x', key: '' }), /key/)
+  assert.throws(() => parseDeliverRequest({ sessionId: 'ses_a', text: 'x', key: 'k', loop: {} }), /loop/)
+  const long = parseDeliverRequest({ sessionId: 's', text: 'x', key: 'k', summary: 'a'.repeat(500), loop: { loop_id: 'l', run_id: 'r' } })
+  assert.equal(long.summary.length, SUMMARY_MAX)
+})
+
+test('the channel says hello, and an unattended session loses its loop-making tools before the message', async () => {
+  const endpoint = { url: 'http://127.0.0.1:9', token: 't', timeoutMs: 500 }
+  const signal = new AbortController().signal
+  const { agent, sent } = liveAgent()
+  const order: string[] = []
+  const deliveries = {
+    agents: { get: (id: string) => (id === 'ses_a' ? agent as any : undefined) },
+    async restrict() { order.push('restricted') },
+  }
+  const hello = await handleRpc(endpoint, 'hello', {}, signal, deliveries)
+  assert.deepEqual(hello, { ok: true, value: { plugin: 'dshloop', deliver: true } })
+
+  const body = { sessionId: 'ses_a', text: 'x', key: 'k1', summary: '', loop: { loop_id: 'l', run_id: 'r' } }
+  const attended = await handleRpc(endpoint, 'deliver', body, signal, deliveries)
+  assert.equal(attended.ok, true)
+  assert.deepEqual(order, [])
+  const unattended = await handleRpc(endpoint, 'deliver', { ...body, key: 'k2', unattended: true }, signal, deliveries)
+  assert.equal(unattended.ok, true)
+  assert.deepEqual(order, ['restricted'])
+  assert.equal(sent.length, 2)
+
+  const cold = await handleRpc(endpoint, 'deliver', { ...body, sessionId: 'ses_cold' }, signal, deliveries)
+  assert.equal(cold.error?.code, 'session-not-loaded')
+})
