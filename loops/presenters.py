@@ -8,10 +8,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from pydantic_core import to_json
 
 from core.timeutil import to_ms
-from loops import schedules
+from loops import humanize, schedules
 from loops.models import SCHEDULE_COLUMNS, Loop, LoopEvent, LoopRun, LoopState, schedule_of_columns
 from sessions_app.models import ReservedTarget
 
@@ -227,6 +228,8 @@ def loop_detail_view(loop: Loop, *, now: datetime) -> dict:
         "paused_at": _ms(loop.paused_at),
         "pause_reason": loop.pause_reason or None,
         "consecutive_failures": loop.consecutive_failures,
+        # The panels' words (loops.humanize), so that DSH Web's say what dshloop's own panel says.
+        "schedule_text": humanize.schedule_words(loop, now=now, host_tz=settings.TIME_ZONE)[0],
     }
     if loop.session_id == ReservedTarget.NEW:
         detail |= unattended_view(loop)

@@ -242,6 +242,9 @@ class LoopDetail(LoopView):
     paused_at: int | None = None
     pause_reason: str | None = None
     consecutive_failures: int
+    schedule_text: str = Field(
+        description='The schedule in words, as the panels show it ("every 10 min", "09:30 on weekdays, Asia/Shanghai").'
+    )
     workspace: str | None = Field(
         None,
         description=f"{_UNATTENDED} The directory each fresh session starts in, captured from the creating "
