@@ -6,6 +6,7 @@
  * the plugin builds and type-checks without DSH's packages and imports nothing from DSH at run time.
  */
 
+import { cappedCall } from './cap.ts'
 import builtIn from './catalogue.json' with { type: 'json' }
 import {
   baseUrl,
@@ -160,7 +161,7 @@ export function apply(ctx: HostContext, config: Config = {}): void {
           // "unknown tool"); should a later DSH do so, the caller must still be the agent's own
           // session (contract §13), so any other agent is refused.
           if (exec.agent !== agent) throw new DshloopError('subagent', SUBAGENT_REFUSAL)
-          const value = await callTool(endpoint, tool.name, args, agent.id, exec.signal)
+          const value = await cappedCall(tool.name, args, input => callTool(endpoint, tool.name, input, agent.id, exec.signal))
           if (!confirmed) void refresh()
           return value
         },
