@@ -30,11 +30,19 @@ scripts/install-dsh.sh "$DSH_DIR" >/dev/null
 DSH_DIR=$(cd "$DSH_DIR" && pwd)
 scripts/install-dsh-plugin.sh "$DSH_DIR" "$DSH_HOME" >/dev/null
 
-# 2. dshloop's database, its admin and token (printed the first time), and the plugin's token.
+# 2. dshloop's database, its admin and token (printed the first time), and the plugin's token: a
+#    fresh one for this launch (the earlier ones revoked), held in this shell only, never in a file
+#    or an environment an agent could read (docs/dsh.md, "The plugin's token").
 export DSHLOOP_HOST=dsh DSHLOOP_DSH_URL=$DSH_URL DSHLOOP_DSH_CWD=$WORK
+unset DSHLOOP_TOKEN # the plugin ignores it (and says so); it must not reach DSH's environment
 $PY manage.py migrate --noinput -v 0
 $PY manage.py bootstrap --without-host # the global interface session is made below, once DSH answers
-$PY manage.py dsh_plugin_token "$VAR_DIR/dsh-plugin-token"
+rm -f "$VAR_DIR/dsh-plugin-token"      # where earlier versions kept it; its token is revoked now
+plugin_token=$($PY manage.py dsh_plugin_token)
+[ -n "$plugin_token" ] || {
+  echo "manage.py dsh_plugin_token gave no token" >&2
+  exit 1
+}
 
 dsh_pid=
 serve_pid=
@@ -51,17 +59,19 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-# 3. DSH, with the plugin's two variables. The token is read from the file into DSH's environment
-#    only; the plugin keeps it from the agents (contract §13).
+# 3. DSH, with DSHLOOP_URL in its environment and the token on descriptor 3: a here-string is a
+#    pipe (or an already-unlinked file) that the plugin reads to its end and closes at boot, before
+#    any agent runs, so no agent's command inherits it (dsh-plugin/src/token.ts).
 echo "starting DSH on $DSH_URL (log: $DSH_HOME/dsh.log)"
 (
   cd "$DSH_HOME"
   export PATH="$DSH_DIR/tools/node_modules/.bin:$PATH" DSH_HOME DSH_TELEMETRY_DISABLED=1
-  DSHLOOP_URL=$DSHLOOP_URL DSHLOOP_TOKEN=$(cat "$VAR_DIR/dsh-plugin-token") exec node \
+  DSHLOOP_URL=$DSHLOOP_URL DSHLOOP_TOKEN_FD=3 exec node \
     "$DSH_DIR/app/node_modules/@deepseek-ai/dsh/lib/bin.js" web --patch "$DSH_DIR/hmr.patch.yml" \
-    --no-open --host 127.0.0.1 --port "$DSH_PORT" >"$DSH_HOME/dsh.log" 2>&1 </dev/null
+    --no-open --host 127.0.0.1 --port "$DSH_PORT" >"$DSH_HOME/dsh.log" 2>&1 </dev/null 3<<<"$plugin_token"
 ) &
 dsh_pid=$!
+plugin_token=
 ready=
 for _ in $(seq 1 120); do
   kill -0 "$dsh_pid" 2>/dev/null || {

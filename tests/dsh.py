@@ -37,7 +37,18 @@ NODE_BIN = Path("tools/node_modules/.bin")
 # gives the port, never readiness (DSH-HOST.md §0.3).
 _URL_LINE = re.compile(rb"dsh web: (http://127\.0\.0\.1:(\d+))")
 # Inherited variables that would change what the host does; a test passes them in `env` on purpose.
-_SCRUBBED_ENV = ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DSH_HOME", "NODE_OPTIONS")
+_SCRUBBED_ENV = ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "DSH_HOME", "NODE_OPTIONS", "DSHLOOP_TOKEN")
+# Where dshloop's plugin finds the descriptor its token arrives on (dsh-plugin/src/token.ts).
+TOKEN_FD_VARIABLE = "DSHLOOP_TOKEN_FD"
+
+
+def token_pipe(token: str) -> int:
+    """The read end of a pipe that holds `token` and then ends (its write end is closed), for a
+    child to inherit; the caller closes it once the child has started."""
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as writer:
+        writer.write(token + "\n")  # far below a pipe's buffer: never blocks
+    return read_end
 
 
 def configured_dsh_dir() -> Path:
@@ -76,16 +87,26 @@ class DshHost:
     port=0 lets the OS choose on the first start; restart() reuses the port it got, so a URL given
     to dshloop (DSHLOOP_DSH_URL) stays valid. `env` adds variables (e.g. DEEPSEEK_BASE_URL and
     DEEPSEEK_API_KEY for a mock LLM); start n writes its output to
-    log_dir/<home's name>-<n>.log (log_dir defaults to the parent of `home`).
+    log_dir/<home's name>-<n>.log (log_dir defaults to the parent of `home`). `plugin_token` is
+    handed to dshloop's plugin on a pipe at every start, as scripts/run-dsh.sh does (never in
+    DSH's environment: docs/dsh.md, "The plugin's token").
     """
 
     def __init__(
-        self, install_dir: Path, home: Path, *, port: int = 0, env: dict | None = None, log_dir: Path | None = None
+        self,
+        install_dir: Path,
+        home: Path,
+        *,
+        port: int = 0,
+        env: dict | None = None,
+        log_dir: Path | None = None,
+        plugin_token: str | None = None,
     ):
         self.install_dir = Path(install_dir)
         self.home = Path(home)
         self.port = port
         self.extra_env = dict(env or {})
+        self.plugin_token = plugin_token
         self.log_dir = Path(log_dir) if log_dir is not None else self.home.parent
         self.tmp_dir = self.home.parent / f"{self.home.name}-tmp"  # the host's TMPDIR
         self.process: subprocess.Popen | None = None
@@ -142,16 +163,25 @@ class DshHost:
             "--port",
             str(self.port),
         ]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=self.home,  # the host's cwd is the default session cwd, and its ./.env is read
-                env=self.env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group (PGID == PID), stopped as a whole
-            )
+        env, handed = self.env(), ()
+        if self.plugin_token is not None:
+            handed = (token_pipe(self.plugin_token),)
+            env[TOKEN_FD_VARIABLE] = str(handed[0])  # pass_fds keeps the number in the child
+        try:
+            with open(self.log_path, "wb") as log:
+                self.process = subprocess.Popen(
+                    command,
+                    cwd=self.home,  # the host's cwd is the default session cwd, and its ./.env is read
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=handed,
+                    start_new_session=True,  # its own process group (PGID == PID), stopped as a whole
+                )
+        finally:
+            for fd in handed:
+                os.close(fd)  # DSH holds its own copy; the plugin reads it and closes that
         try:
             self._wait_ready(timeout)
         except BaseException:

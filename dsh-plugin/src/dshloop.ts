@@ -3,7 +3,7 @@
  * `X-DSH-Session-Id`, the token in `Authorization`. Everything here is plain functions over an
  * injectable `fetch`, so the node test runner checks them without DSH or dshloop.
  *
- * The token is read by the caller from the DSH process's environment and passed in; it never
+ * The token is handed over by the caller (src/token.ts) and passed in; it never
  * appears in a message this module builds (those reach the model as tool results).
  */
 

@@ -6,6 +6,7 @@
  * the plugin builds and type-checks without DSH's packages and imports nothing from DSH at run time.
  */
 
+import { cappedCall } from './cap.ts'
 import builtIn from './catalogue.json' with { type: 'json' }
 import {
   baseUrl,
@@ -19,6 +20,7 @@ import {
 } from './dshloop.ts'
 import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, PLUGIN_NAME } from './deliver.ts'
 import { panelUrl } from './status.ts'
+import { type TakenToken, takeToken } from './token.ts'
 
 export const name = 'dshloop'
 export const inject = ['agents', 'tools', 'connection']
@@ -87,18 +89,21 @@ export const SUBAGENT_REFUSAL =
   'ends with its task, so a loop could neither target it nor be owned by it. Report back and let the ' +
   'main agent create, list or delete loops.'
 
+// Taken once per process, at the first apply (DSH's boot, before any agent runs): the descriptor is
+// closed after that, and a later apply (a changed patch row) reuses what was read.
+let taken: TakenToken | undefined
+
 export function apply(ctx: HostContext, config: Config = {}): void {
-  // The token is read here, from the DSH process's environment, and never from the patch row: a
-  // config value is shown by `dsh … --dump-config` and DSH Web's plugin settings. DSH's subprocess
-  // layer drops *TOKEN* variables from every tool's child environment (dsh-subprocess,
-  // scrubbedParentEnv), so a bash tool does not see it either; a test checks both.
+  // Never from the patch row: a config value is shown by `dsh … --dump-config` and DSH Web's plugin
+  // settings. Nor from the environment, which an agent's bash can read (src/token.ts).
+  if (taken === undefined) {
+    taken = takeToken()
+    for (const warning of taken.warnings) ctx.logger.warn(warning)
+  }
   const endpoint: Endpoint = {
     url: baseUrl(config.url || process.env.DSHLOOP_URL || DEFAULT_URL),
-    token: process.env.DSHLOOP_TOKEN ?? '',
+    token: taken.token,
     timeoutMs: Math.max(1, config.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
-  }
-  if (endpoint.token === '') {
-    ctx.logger.warn('dshloop: DSHLOOP_TOKEN is not set; every loop tool call will answer unauthorized')
   }
 
   ctx.effect(() => {
@@ -170,7 +175,7 @@ export function apply(ctx: HostContext, config: Config = {}): void {
           // "unknown tool"); should a later DSH do so, the caller must still be the agent's own
           // session (contract §13), so any other agent is refused.
           if (exec.agent !== agent) throw new DshloopError('subagent', SUBAGENT_REFUSAL)
-          const value = await callTool(endpoint, tool.name, args, agent.id, exec.signal)
+          const value = await cappedCall(tool.name, args, input => callTool(endpoint, tool.name, input, agent.id, exec.signal))
           if (!confirmed) void refresh()
           return value
         },

@@ -1,7 +1,8 @@
 """A real DSH rc.8 with dshloop's plugin (dsh-plugin/) installed, a stub model, and a real dshloop.
 
 Per test module: one stub model (tests/stub_model.py) and one DSH whose DSH_HOME has the plugin
-(scripts/install-dsh-plugin.sh), started with DSHLOOP_URL and DSHLOOP_TOKEN as a person would.
+(scripts/install-dsh-plugin.sh), started as scripts/run-dsh.sh starts it: DSHLOOP_URL in its
+environment, the token on a pipe (DSHLOOP_TOKEN_FD), never in the environment.
 Per test: a real `manage.py serve` (the API and its `runloops` scheduler) with DSHLOOP_HOST=dsh on
 that URL, and the token's row in the test database. A DSH boots in ~2 s: sharing one per module
 keeps these tests few seconds each.
@@ -22,10 +23,12 @@ from tests.dsh import DshHost, require_dsh_dir
 from tests.processes import wait_for
 from tests.stub_model import StubModel
 from tests.test_serve import Serve, free_port
+from tokens.management.commands.dsh_plugin_token import PLUGIN_SCOPES, TOKEN_NAME
 from tokens.models import ApiToken, hash_token
 
 INSTALL_PLUGIN = Path(settings.BASE_DIR) / "scripts" / "install-dsh-plugin.sh"
-# The token the DSH process gets; each test gives it a row in its (flushed) database.
+# The token the plugin gets (one DSH per module); each test gives it a row in its (flushed) database,
+# as `manage.py dsh_plugin_token` would.
 TOKEN = "dsh_" + secrets.token_urlsafe(32)
 
 
@@ -49,7 +52,8 @@ def plugin_dsh(tmp_path_factory, stub_model, dshloop_port):
     host = DshHost(
         install,
         home,
-        env={**stub_model.env(), "DSHLOOP_URL": f"http://127.0.0.1:{dshloop_port}", "DSHLOOP_TOKEN": TOKEN},
+        env={**stub_model.env(), "DSHLOOP_URL": f"http://127.0.0.1:{dshloop_port}"},
+        plugin_token=TOKEN,
     ).start()
     yield host
     host.stop()
@@ -90,7 +94,7 @@ class Dshloop:
 
 @pytest.fixture
 def dshloop(transactional_db, tmp_path, plugin_dsh, dshloop_port, workspace):
-    ApiToken.objects.create(name="dsh-plugin", key_hash=hash_token(TOKEN), prefix=TOKEN[:8], scopes=["tools"])
+    ApiToken.objects.create(name=TOKEN_NAME, key_hash=hash_token(TOKEN), prefix=TOKEN[:8], scopes=PLUGIN_SCOPES)
     server = Dshloop(
         tmp_path,
         dshloop_port,

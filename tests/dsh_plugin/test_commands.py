@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
-import stat
+import re
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
 from tokens.models import ApiToken
-from tokens.services import token_authenticate
+from tokens.services import token_authenticate, token_create
 
 pytestmark = pytest.mark.django_db
 
 
-def test_the_plugin_token_is_made_once_kept_private_and_replaced_when_it_stops_working(tmp_path):
-    file = tmp_path / "var" / "dsh-plugin-token"
-    call_command("dsh_plugin_token", str(file), stderr=StringIO())
-    first = file.read_text().strip()
+def plugin_token() -> str:
+    out = StringIO()
+    call_command("dsh_plugin_token", stdout=out, stderr=StringIO())
+    printed = out.getvalue()
+    assert re.fullmatch(r"dsh_[A-Za-z0-9_-]{43}\n", printed), printed  # the token and nothing else
+    return printed.strip()
+
+
+def test_each_launch_gets_a_fresh_plugin_token_on_stdout_and_the_earlier_ones_stop_working(tmp_path):
+    other, _ = token_create(name="ci", scopes=["tools"])
+    first = plugin_token()
     assert token_authenticate(first).scopes == ["tools"]
-    assert stat.S_IMODE(file.stat().st_mode) == 0o600
 
-    call_command("dsh_plugin_token", str(file), stderr=StringIO())
-    assert file.read_text().strip() == first  # kept across runs
-
-    ApiToken.objects.update(revoked=True)  # e.g. revoked in the admin
-    call_command("dsh_plugin_token", str(file), stderr=StringIO())
-    assert file.read_text().strip() != first and token_authenticate(file.read_text().strip())
+    second = plugin_token()
+    assert second != first and token_authenticate(second).scopes == ["tools"]
+    assert token_authenticate(first) is None  # revoked: a copy that leaked stops working
+    assert ApiToken.objects.get(pk=other.pk).revoked is False  # other tokens are not the plugin's
+    assert list(tmp_path.iterdir()) == []  # nothing kept at rest (it writes no file at all)
 
 
 def test_bootstrap_on_dsh_goes_on_when_dsh_is_down(settings):

@@ -9,6 +9,7 @@ Ctrl-C sends) leaves no process behind.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -26,6 +27,8 @@ from .conftest import agent_calls
 pytestmark = [pytest.mark.process, pytest.mark.dsh]
 
 RUN_DSH = Path(settings.BASE_DIR) / "scripts" / "run-dsh.sh"
+# tokens.services makes "dsh_" + token_urlsafe(32): 43 URL-safe characters, standing alone.
+TOKEN_SHAPE = re.compile(rb"(?<![\w-])dsh_[\w-]{43}(?![\w-])")
 
 
 def group_alive(pgid: int) -> bool:
@@ -34,6 +37,18 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def is_dsh_on(pid: str, port: int) -> bool:
+    try:
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # gone meanwhile
+        return False
+    return (
+        b"web" in arguments
+        and any(item.endswith(b"dsh/lib/bin.js") for item in arguments)
+        and (str(port).encode() in arguments)
+    )
 
 
 def healthy(url: str) -> bool:
@@ -93,6 +108,16 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
             {"prompt": "Report", "schedule": {"kind": "after", "after_seconds": 600}, "session_id": "self"},
         ).json()
         assert made["session_id"] == "self"  # a global interface session out of the box
+
+        # The token went over a pipe: DSH's environment names only the descriptor, and no file the
+        # script wrote holds anything token-shaped (dshloop's database keeps hashes).
+        [dsh_pid] = [pid for pid in os.listdir("/proc") if pid.isdigit() and is_dsh_on(pid, dsh_port)]
+        environment = Path(f"/proc/{dsh_pid}/environ").read_bytes().split(b"\0")
+        assert b"DSHLOOP_TOKEN_FD=3" in environment
+        assert not [item for item in environment if TOKEN_SHAPE.search(item) or item.startswith(b"DSHLOOP_TOKEN=")]
+        assert not [
+            path for path in (tmp_path / "var").rglob("*") if path.is_file() and TOKEN_SHAPE.search(path.read_bytes())
+        ]
     finally:
         if script.poll() is None:
             os.killpg(script.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group

@@ -1,39 +1,34 @@
-"""`manage.py dsh_plugin_token FILE`: the token DSH's dshloop plugin uses (scope `tools`), kept in FILE.
+"""`manage.py dsh_plugin_token`: a fresh token for DSH's dshloop plugin, printed on stdout, nothing kept.
 
-`make run-dsh` hands it to DSH as DSHLOOP_TOKEN. The file (owner-only) keeps it across runs; a
-file whose token no longer works here (a new database, a revoked token) gets a new one.
+Each DSH launch gets its own (`make run-dsh` pipes it into DSH on a file descriptor, docs/dsh.md
+"The plugin's token"), and every earlier plugin token is revoked: no plaintext is kept at rest for
+an agent to find, and a token that leaked stops working at the next launch.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
-from tokens.services import token_authenticate, token_create
+from tokens.models import ApiToken
+from tokens.services import token_create
 
 TOKEN_NAME = "dsh-plugin"
+# What the plugin's tools need (contract §13); nothing more, so a leaked one can do no more.
+PLUGIN_SCOPES = ["tools"]
 
 
 class Command(BaseCommand):
-    help = "Ensure FILE holds a working token with scope tools for DSH's dshloop plugin; prints nothing else."
+    help = (
+        "Revoke the DSH plugin's earlier tokens and print a new one (scope tools) on stdout, for the "
+        "launcher to hand to DSH on a file descriptor (DSHLOOP_TOKEN_FD). Nothing else goes to stdout."
+    )
 
-    def add_arguments(self, parser):
-        parser.add_argument("file", type=Path)
-
-    def handle(self, *args, file: Path, **options):
-        try:
-            current = file.read_text().strip()
-        except FileNotFoundError:
-            current = ""
-        token = token_authenticate(current)
-        if token is not None and "tools" in token.scopes:
-            return
-        _, raw = token_create(name=TOKEN_NAME, scopes=["tools"])
-        file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        descriptor = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as out:
-            out.write(raw + "\n")
-        file.chmod(0o600)  # an older file made readable by others
-        self.stderr.write(f"API token for the DSH plugin created (scope tools), kept in {file}")
+    def handle(self, *args, **options):
+        with transaction.atomic():
+            revoked = ApiToken.objects.filter(name=TOKEN_NAME, revoked=False).update(revoked=True)
+            _, raw = token_create(name=TOKEN_NAME, scopes=PLUGIN_SCOPES)
+        self.stdout.write(raw)
+        self.stderr.write(
+            f"A new token for the DSH plugin (scope {', '.join(PLUGIN_SCOPES)}); {revoked} earlier one(s) revoked."
+        )
