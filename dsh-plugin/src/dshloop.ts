@@ -98,6 +98,14 @@ export async function callTool(
   return body as Json
 }
 
+/** GET `path` of dshloop's API (e.g. `/api/loops/<id>`); the parsed 200 body, or a DshloopError. */
+export async function getJson(endpoint: Endpoint, path: string, signal?: AbortSignal): Promise<Json> {
+  const response = await request(endpoint, path, signal, { method: 'GET' })
+  const body = await readJson(endpoint, response, signal)
+  if (!response.ok) throw errorMessage(response.status, body)
+  return body as Json
+}
+
 /** GET /api/tools: the catalogue dshloop serves now, or a DshloopError. */
 export async function fetchCatalogue(endpoint: Endpoint, signal?: AbortSignal): Promise<ToolDefinition[]> {
   const response = await request(endpoint, '/api/tools', signal, { method: 'GET' })

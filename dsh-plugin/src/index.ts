@@ -18,6 +18,7 @@ import {
   parseCatalogue,
   type ToolDefinition,
 } from './dshloop.ts'
+import { loopCards } from './cards.ts'
 import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, PLUGIN_NAME } from './deliver.ts'
 import { panelUrl } from './status.ts'
 import { type TakenToken, takeToken } from './token.ts'
@@ -237,7 +238,8 @@ export interface Deliveries {
  *   session as the caller — never another session's (spec §8.1);
  * - `hello {}` from dshloop: that this plugin is here and can deliver;
  * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
- *   `unattended: true` for a session dshloop made for a `new` run.
+ *   `unattended: true` for a session dshloop made for a `new` run;
+ * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts).
  */
 export async function handleRpc(
   endpoint: Endpoint,
@@ -248,6 +250,14 @@ export async function handleRpc(
 ): Promise<RpcResult> {
   if (rpcEndpoint === 'hello') return { ok: true, value: { plugin: PLUGIN_NAME, deliver: deliveries !== undefined } }
   if (rpcEndpoint === 'deliver' && deliveries !== undefined) return deliverRpc(payload, deliveries)
+  if (rpcEndpoint === 'cards') {
+    try {
+      return { ok: true, value: { loops: await loopCards(endpoint, payload, signal) } }
+    } catch (error) {
+      const code = error instanceof DshloopError ? error.code : 'internal'
+      return rpcError(code, error instanceof Error ? error.message : String(error))
+    }
+  }
   if (rpcEndpoint !== 'status') return rpcError('not-found', `unknown endpoint ${rpcEndpoint}`)
   const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId
   if (typeof sessionId !== 'string' || sessionId === '') return rpcError('bad-request', 'sessionId must be a non-empty string')

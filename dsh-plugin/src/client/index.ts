@@ -1,14 +1,17 @@
 /**
  * dshloop's DSH plugin, web half: the composer status (spec §8.1, contract §13) in every
- * conversation's composer tool row (slot `conversation.input.right`).
+ * conversation's composer tool row (slot `conversation.input.right`), and the loop cards in the
+ * chat (card.ts, contract §15).
  *
  * It asks the host half (RPC channel /dshloop, loopback authority) for `loop_list {}` as this
  * conversation's session every few seconds while the page is visible: one index read in dshloop per
  * open conversation per refresh. Between answers the countdown ticks locally.
  */
 
-import { createElement, type ReactElement, useEffect, useState } from 'react'
+import { createElement, type FunctionComponent, type ReactElement, useEffect, useState } from 'react'
+import type { CardLoop } from '../cards.ts'
 import { type LoopSummary, statusText, summarize } from '../status.ts'
+import { CardBoundary, CardStore, cardSource, LoopCard, messageText } from './card.ts'
 
 export const name = 'dshloop-client'
 export const inject = ['slots', 'connection']
@@ -36,12 +39,16 @@ interface ClientContext {
   }
   readonly slots: {
     inject(name: string, register: () => void | (() => void)): void
+    entries(name: string): readonly ShippedEntry[]
     register(
       options: {
         readonly name: string
-        readonly id: string
-        readonly order: number
-        readonly inject: (sessionId: string) => StatusProps
+        readonly id?: string
+        readonly key?: string
+        readonly order?: number
+        readonly priority?: number
+        readonly locale?: string
+        readonly inject?: (sessionId: string) => StatusProps
       },
       component: (props: StatusProps) => ReactElement | null,
     ): () => void
@@ -49,6 +56,30 @@ interface ClientContext {
 }
 
 export function apply(ctx: ClientContext): void {
+  // Nothing of ours may stop DSH Web from loading: a plugin whose apply throws blanks the page.
+  try {
+    applyStatus(ctx)
+  } catch (error) {
+    console.error('dshloop: the composer status could not be installed', error)
+  }
+  try {
+    applyCards(ctx)
+  } catch (error) {
+    console.error('dshloop: loop cards could not be installed; DSH draws its own rows', error)
+  }
+}
+
+/**
+ * A switch that forces a fault into the web half, for the test that proves a fault there leaves
+ * DSH Web usable: `window.DSHLOOP_FAULT` = "apply" (installing throws) or "card" (drawing a card
+ * throws). Nothing sets it but that test.
+ */
+function fault(): string {
+  const value = (globalThis as { DSHLOOP_FAULT?: unknown }).DSHLOOP_FAULT
+  return typeof value === 'string' ? value : ''
+}
+
+function applyStatus(ctx: ClientContext): void {
   const load: Load = async sessionId => {
     const result = await ctx.connection.rpc.call('/dshloop', 'status', { sessionId }) as {
       ok?: boolean
@@ -65,6 +96,53 @@ export function apply(ctx: ClientContext): void {
     order: -10, // before the model picker's neighbours: the status is context, not a control
     inject: sessionId => ({ dshloopSessionId: sessionId, load }),
   }, LoopStatus))
+}
+
+interface ShippedEntry {
+  readonly component?: unknown
+  readonly options?: { readonly key?: string }
+  readonly locale?: string
+}
+
+const CHAT_NODE = 'conversation.chat.node'
+
+function applyCards(ctx: ClientContext): void {
+  if (fault() === 'apply') throw new Error('dshloop: a fault forced into apply (DSHLOOP_FAULT)')
+  const store = new CardStore(async loopIds => {
+    const result = await ctx.connection.rpc.call('/dshloop', 'cards', { loopIds }) as {
+      ok?: boolean
+      value?: { loops?: Record<string, CardLoop> }
+    }
+    if (result?.ok !== true || result.value?.loops === undefined) throw new Error('The dshloop plugin sent no cards.')
+    return result.value.loops
+  })
+  let shipped: ShippedEntry | undefined
+  const ContextNode = (props: Record<string, unknown>): ReactElement | null => {
+    const own = shipped?.component as FunctionComponent<never>
+    const theirs = () => createElement(own, props)
+    const source = cardSource(props)
+    if (source === undefined) return theirs()
+    return createElement(CardBoundary, { fallback: theirs },
+      createElement(LoopCard, { source, text: messageText(props), store, fault: fault() === 'card' }))
+  }
+  ctx.slots.inject(CHAT_NODE, () => {
+    // DSH's own renderer of injected-context rows, which every row that is not ours goes back to.
+    // Not there, or not the shape this plugin knows: register nothing, and DSH draws its rows.
+    shipped = ctx.slots.entries(CHAT_NODE).find(entry =>
+      entry?.options?.key === 'context' && entry.component !== ContextNode)
+    const usable = shipped !== undefined && (typeof shipped.component === 'function' || typeof shipped.component === 'object')
+    if (!usable) {
+      console.warn('dshloop: DSH Web has no context row renderer this plugin knows; loop cards are off')
+      return undefined
+    }
+    // Priority -1: ahead of DSH's own entry (the default priority is taken: registering there throws).
+    return ctx.slots.register({
+      name: CHAT_NODE,
+      key: 'context',
+      priority: -1,
+      ...(shipped?.locale === undefined ? {} : { locale: shipped.locale }),
+    }, ContextNode as never)
+  })
 }
 
 // Each answer names the session it is for: when the composer switches conversation, the previous

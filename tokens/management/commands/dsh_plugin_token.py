@@ -14,13 +14,14 @@ from tokens.models import ApiToken
 from tokens.services import token_create
 
 TOKEN_NAME = "dsh-plugin"
-# What the plugin's tools need (contract §13); nothing more, so a leaked one can do no more.
-PLUGIN_SCOPES = ["tools"]
+# Contract §15: the agents' tools, and the operator API behind DSH Web's loop cards (a loop's detail)
+# and its Loops panel; never `host`, so a leaked one cannot pose as the host.
+PLUGIN_SCOPES = ["tools", "manage"]
 
 
 class Command(BaseCommand):
     help = (
-        "Revoke the DSH plugin's earlier tokens and print a new one (scope tools) on stdout, for the "
+        "Revoke the DSH plugin's earlier tokens and print a new one (scopes tools and manage) on stdout, for the "
         "launcher to hand to DSH on a file descriptor (DSHLOOP_TOKEN_FD). Nothing else goes to stdout."
     )
 

@@ -1,0 +1,142 @@
+"""Loop cards in DSH Web's chat (contract §15), in Debian's headless Chromium.
+
+A real DSH with the plugin and a real dshloop delivering into it: each delivery is drawn as a card
+with the loop's name, its schedule in words, "delivered by dshloop" and the run's outcome, the XML
+only on demand; a failing turn marks its card; and a fault forced into the plugin's web half
+leaves DSH Web's chat usable. DSHLOOP_SCREENSHOTS=1 writes docs/screenshots/dsh-card-*.png.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from loops.models import Loop, LoopRun, RunStatus
+from tests.conftest import after, create_loop, every
+from tests.processes import wait_for
+
+from .test_composer_browser import driver, open_session, screenshots  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
+
+
+def cards(driver) -> dict[str, str]:
+    """Each card's text by run ID, read in one script: the cards re-render as their data refreshes."""
+    return driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('[data-dshloop-card]')]"
+        ".map(card => [card.dataset.dshloopCard, card.innerText]))"
+    )
+
+
+def finished(loop_id: str, outcome: str) -> list[LoopRun]:
+    return list(LoopRun.objects.filter(loop_id=loop_id, status=RunStatus.DELIVERED, outcome=outcome))
+
+
+@pytest.fixture
+def conversation(plugin_dsh, dshloop, workspace, settings):
+    """A titled DSH session in a workspace DSH Web lists, which loops are delivered into."""
+    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL = "dsh", plugin_dsh.url
+    workspace_id = plugin_dsh.call("workspace.create", {"path": str(workspace)})["workspace"]["workspaceId"]
+    session_id = f"ses-cards-{uuid.uuid4().hex[:8]}"  # the DSH serves the whole module
+    plugin_dsh.call("session.create", {"sessionId": session_id, "workspaceId": workspace_id})
+    plugin_dsh.call("session.rename", {"sessionId": session_id, "title": "Card work"})
+    return session_id
+
+
+def open_dsh_web(driver, plugin_dsh, title: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(plugin_dsh.url + "/")
+    # DSH's first-visit notice (once per browser profile), else the session list.
+    notice = "//button[normalize-space()='Continue']"
+    wait_for(
+        lambda: driver.find_elements(By.XPATH, f"{notice} | //span[normalize-space()='{title}']"),
+        timeout=15,
+        message="DSH Web",
+    )
+    for button in driver.find_elements(By.XPATH, notice):
+        button.click()
+    open_session(driver, title)
+
+
+def narrow(driver) -> None:
+    """Phone width, with DSH Web's sidebar folded away as a person on a phone would: DSH Web keeps
+    it open at any width; its toggle sits right of the logo, at the sidebar's top right."""
+    driver.execute_script(
+        "const at = document.elementFromPoint(254, 36); const toggle = at && at.closest('button');"
+        "if (toggle) toggle.click()"
+    )
+    driver.set_window_size(390, 844)
+
+
+def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marked(
+    plugin_dsh, conversation, driver, screenshots
+):
+    from selenium.webdriver.common.by import By
+
+    loop = create_loop(after(1), target=conversation, created_by=conversation, prompt="Check the build and report")
+    Loop.objects.filter(loop_id=loop.loop_id).update(name="build-check")
+    [run] = wait_for(lambda: finished(loop.loop_id, "succeeded"), timeout=40, message="a delivered run's outcome")
+    failing = create_loop(after(1), target=conversation, created_by=conversation, prompt="FAILNOW please")
+    [bad] = wait_for(lambda: finished(failing.loop_id, "failed"), timeout=40, message="a failed turn's outcome")
+
+    driver.set_window_size(1280, 800)
+    open_dsh_web(driver, plugin_dsh, "Card work")
+    text = wait_for(
+        lambda: "succeeded" in cards(driver).get(run.run_id, "") and cards(driver)[run.run_id],
+        timeout=20,
+        message="the run's card with its outcome",
+    )
+    assert "build-check" in text and "in 1 second" not in text and "delivered by dshloop" in text, text
+    # The failing turn's card says so, and is marked.
+    wait_for(
+        lambda: driver.find_elements(
+            By.CSS_SELECTOR, f'[data-dshloop-card="{bad.run_id}"][data-dshloop-mark="failed"]'
+        ),
+        timeout=20,
+        message="the failed run's card, marked",
+    )
+    assert "failed" in cards(driver)[bad.run_id] and "FAILNOW please" in cards(driver)[bad.run_id]
+    # No raw XML in the chat (the stub model's replies echo it: "ack: <loop> …").
+    body = driver.execute_script("return document.body.innerText").splitlines()
+    assert not [line for line in body if "<loop>" in line and not line.startswith("ack:")], body
+    driver.save_screenshot(str(screenshots / "dsh-card.png"))
+
+    card = driver.find_element(By.CSS_SELECTOR, f'[data-dshloop-card="{run.run_id}"]')
+    link = card.find_element(By.LINK_TEXT, "Open loop").get_attribute("href")
+    assert link.endswith(f"/panel/loops/{loop.loop_id}/")
+    card.find_element(By.XPATH, ".//button[normalize-space()='Show message']").click()
+    assert f"<loop_id>{loop.loop_id}</loop_id>" in card.find_element(By.TAG_NAME, "pre").text
+    driver.save_screenshot(str(screenshots / "dsh-card-message.png"))
+    narrow(driver)
+    driver.execute_script(f"document.querySelector('[data-dshloop-card=\"{bad.run_id}\"]').scrollIntoView()")
+    driver.save_screenshot(str(screenshots / "dsh-card-phone.png"))
+    driver.set_window_size(1280, 800)
+
+
+@pytest.mark.parametrize("fault", ["apply", "card"])
+def test_a_fault_in_the_plugins_web_half_leaves_dsh_web_usable(plugin_dsh, conversation, driver, fault):
+    from selenium.webdriver.common.by import By
+
+    loop = create_loop(every(4), target=conversation, created_by=conversation, prompt="Check the build and report")
+    wait_for(lambda: finished(loop.loop_id, "succeeded"), timeout=40, message="a delivered run's outcome")
+    Loop.objects.filter(loop_id=loop.loop_id).update(state="paused", next_at=None)
+
+    added = driver.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument", {"source": f"window.DSHLOOP_FAULT = {fault!r}"}
+    )
+    try:
+        open_dsh_web(driver, plugin_dsh, "Card work")
+        # DSH draws its own rows for what the card would have shown, and the composer takes input.
+        wait_for(
+            lambda: "Context injection" in driver.execute_script("return document.body.innerText"),
+            timeout=20,
+            message="DSH's own row for the delivery",
+        )
+        assert cards(driver) == {}
+        composer = driver.find_element(By.CSS_SELECTOR, "textarea, [contenteditable='true']")
+        composer.send_keys("still usable")
+        assert "Failed to load plugins" not in driver.execute_script("return document.body.innerText")
+    finally:
+        driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": added["identifier"]})
