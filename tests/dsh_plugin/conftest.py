@@ -11,6 +11,7 @@ keeps these tests few seconds each.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import uuid
@@ -20,6 +21,7 @@ import pytest
 from django.conf import settings
 
 from tests.dsh import DshHost, require_dsh_dir
+from tests.panel.conftest import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, chromium_missing_reason
 from tests.processes import wait_for
 from tests.stub_model import StubModel
 from tests.test_serve import Serve, free_port
@@ -142,3 +144,34 @@ def agent_calls(dsh: DshHost, session_id: str, tool: str, arguments: dict, timeo
         )
 
     return wait_for(result, timeout=timeout, interval=0.2, message=f"{session_id}'s agent to call {tool}")
+
+
+# -- DSH Web in Debian's headless Chromium (the browser tests of this package) --
+
+
+@pytest.fixture(scope="module")
+def driver():
+    reason = chromium_missing_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {reason}")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*CHROMIUM_FLAGS, "--window-size=1280,800", "--lang=en-US"]:
+        options.add_argument(flag)
+    chromium = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield chromium
+    chromium.quit()
+
+
+@pytest.fixture
+def screenshots(tmp_path):
+    if os.environ.get("DSHLOOP_SCREENSHOTS") == "1":
+        from django.conf import settings
+
+        return settings.BASE_DIR / "docs" / "screenshots"
+    return tmp_path

@@ -16,7 +16,7 @@ from loops.models import Loop, LoopRun, RunStatus
 from tests.conftest import after, create_loop, every
 from tests.processes import wait_for
 
-from .test_composer_browser import driver, open_session, screenshots  # noqa: F401 (fixtures)
+from .test_composer_browser import open_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
 

@@ -8,13 +8,11 @@ docs/screenshots/ (dsh-composer-*.png).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 import pytest
 
-from tests.panel.conftest import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, chromium_missing_reason
 from tests.processes import wait_for
 
 from .conftest import agent_calls
@@ -22,34 +20,6 @@ from .conftest import agent_calls
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
 
 COUNTDOWN = re.compile(r"^1 loop · next in (\d+m \d\ds)$")
-
-
-@pytest.fixture(scope="module")
-def driver():
-    reason = chromium_missing_reason()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {reason}")
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in [*CHROMIUM_FLAGS, "--window-size=1280,800", "--lang=en-US"]:
-        options.add_argument(flag)
-    chromium = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield chromium
-    chromium.quit()
-
-
-@pytest.fixture
-def screenshots(tmp_path):
-    if os.environ.get("DSHLOOP_SCREENSHOTS") == "1":
-        from django.conf import settings
-
-        return settings.BASE_DIR / "docs" / "screenshots"
-    return tmp_path
 
 
 def status_of(driver, session_id: str) -> str:
