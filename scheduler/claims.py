@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Min
+from django.utils import timezone
 
 from core.bulk import insert_rows, update_rows
 from loops import schedules
@@ -285,15 +286,16 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     return run_ids
 
 
-def next_wakeup(*, fresh_waiting: bool = False) -> datetime | None:
+def next_wakeup(*, now: datetime | None = None, fresh_waiting: bool = False) -> datetime | None:
     """The earliest moment the clock has work: a loop deadline or a run's retry time. With
-    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out."""
+    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out.
+    `now`: the tick's, for what settling a stored deadline records (scheduler.stored_times)."""
     # Uses loop_due_idx and run_open_idx.
     scheduled = Loop.objects.filter(state=LoopState.SCHEDULED)
     if fresh_waiting:
         scheduled = scheduled.exclude(session_id=ReservedTarget.NEW)
     if stores_text():
-        next_loop = earliest_deadline(scheduled)
+        next_loop = earliest_deadline(scheduled, now=now or timezone.now())
     else:
         next_loop = scheduled.aggregate(at=Min("next_at"))["at"]
     next_retry = LoopRun.objects.filter(status__in=OPEN_STATUSES).aggregate(at=Min("retry_at"))["at"]

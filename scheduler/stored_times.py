@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from django.db import connection, transaction
-from django.db.models import Min, QuerySet, TextField
+from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
@@ -166,13 +166,22 @@ def in_stored_form(loops: QuerySet[Loop], *, negate: bool = False) -> QuerySet[L
     return loops.extra(where=[_in_stored_form(table, negate=negate)])
 
 
-def earliest_deadline(scheduled: QuerySet[Loop]) -> datetime | None:
-    """MIN(next_at) of the `scheduled` loops whose deadline is in Django's form; the others are
-    the repair's to settle (settle_step), and must not keep the clock awake. None when none is,
-    or when even that text names no moment (then the clock sleeps its longest and claims what
-    the due query finds)."""
-    earliest = stored(in_stored_form(scheduled)).aggregate(at=Min("stored_next_at"))["at"]
-    return None if earliest is None else parse_stored(earliest)
+def earliest_deadline(scheduled: QuerySet[Loop], *, now: datetime) -> datetime | None:
+    """The earliest deadline of the `scheduled` loops in Django's form (the first in loop_due_idx's
+    order); the others are the repair's (settle_step) and must not keep the clock awake. None when
+    there is none. A text of that shape that names no moment ("2026-00-01 00:00:00") would stand
+    first for ever and hide every deadline after it: it is set aside here, a rare write on the
+    clock's read path, and the next one looked at."""
+    while True:
+        first = stored(in_stored_form(scheduled)).order_by("next_at").values_list("loop_id", "stored_next_at").first()
+        if first is None:
+            return None
+        moment = parse_stored(first[1])
+        if moment is not None:
+            return moment
+        repairs = Repairs()
+        _settle_loops(in_stored_form(scheduled), [first[0]], now=now, repairs=repairs)
+        repairs.log("clock")
 
 
 def settle_step(*, now: datetime, repairs: Repairs | None = None, limit: int = SETTLE_BATCH) -> bool:
@@ -181,15 +190,19 @@ def settle_step(*, now: datetime, repairs: Repairs | None = None, limit: int = S
     deadlines are typed."""
     if not stores_text():
         return False
-    repairs = Repairs() if repairs is None else repairs
     to_repair = in_stored_form(Loop.objects.filter(state=LoopState.SCHEDULED, next_at__isnull=False), negate=True)
     # Found before the write transaction: an IMMEDIATE transaction holds SQLite's one write lock from
-    # its start, and the scan must not keep the clock's claim waiting. Read again by key inside it,
-    # so that a loop edited in between keeps its edit.
+    # its start, and the scan must not keep the clock's claim waiting.
     loop_ids = list(to_repair.values_list("loop_id", flat=True)[:limit])
     if not loop_ids:
         return False
-    with transaction.atomic(durable=True):
-        loops = list(stored(to_repair.filter(loop_id__in=loop_ids)).only("loop_id", "revision"))
-        settle([(loop, loop.stored_next_at) for loop in loops], now=now, repairs=repairs)
+    _settle_loops(to_repair, loop_ids, now=now, repairs=Repairs() if repairs is None else repairs)
     return len(loop_ids) == limit
+
+
+def _settle_loops(candidates: QuerySet[Loop], loop_ids: list[str], *, now: datetime, repairs: Repairs) -> None:
+    """Settle the loops `loop_ids` found among `candidates`, read again by key in the write
+    transaction: a loop edited since it was found (no longer a candidate) keeps its edit."""
+    with transaction.atomic(durable=True):
+        loops = list(stored(candidates.filter(loop_id__in=loop_ids)).only("loop_id", "revision"))
+        settle([(loop, loop.stored_next_at) for loop in loops], now=now, repairs=repairs)

@@ -162,6 +162,23 @@ def test_the_clock_wakes_for_the_real_deadline_beside_an_unreadable_one(loops):
 
 
 @sqlite_only
+@pytest.mark.parametrize("raw", ["2025-00-01 00:00:00", "2025-02-30 10:00:00"])
+def test_an_impossible_date_first_in_the_clocks_queue_is_set_aside_and_hides_no_deadline(loops, raw, caplog):
+    """In Django's shape, so the deadline query reads it, and first in its order: left there, it
+    hid every deadline after it (the clock slept its longest and never claimed)."""
+    bad, good = loops(2)
+    write_next_at(bad, raw)
+    with time_machine.travel(T0 + s(120), tick=False), caplog.at_level(logging.WARNING, logger="dshloop.clock"):
+        assert next_wakeup(now=T0 + s(120)) == T0 + s(60)
+    bad.refresh_from_db()
+    assert (bad.state, bad.pause_reason, bad.paused_at) == (LoopState.PAUSED, UNREADABLE_REASON, T0 + s(120))
+    assert LoopEvent.objects.filter(loop_id=bad.loop_id, kind="auto_paused").count() == 1
+    assert [record.getMessage()[:50] for record in caplog.records] == [
+        "clock: 1 loop(s) had a next_at that is not a times"
+    ]
+
+
+@sqlite_only
 def test_the_sweep_settles_hidden_deadlines_and_sets_aside_garbage(loops):
     hidden, garbage, fine = loops(3)
     write_next_at(hidden, "2025-06-02T10:00:30Z")  # "T" sorts after " ": due to text only tomorrow
