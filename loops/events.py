@@ -5,6 +5,7 @@ Events outlive their loop (no foreign key), as runs do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,8 +36,8 @@ class Actor:
 SCHEDULER = Actor(ActorKind.SCHEDULER)
 
 
-def record_event(loop: Loop, kind: EventKind, actor: Actor, *, at: datetime, changes: dict | None = None) -> LoopEvent:
-    return LoopEvent.objects.create(
+def _event(loop: Loop, kind: EventKind, actor: Actor, *, at: datetime, changes: dict | None = None) -> LoopEvent:
+    return LoopEvent(
         loop_id=loop.loop_id,
         at=at,
         kind=kind,
@@ -45,6 +46,17 @@ def record_event(loop: Loop, kind: EventKind, actor: Actor, *, at: datetime, cha
         revision=loop.revision,
         changes=changes,
     )
+
+
+def record_event(loop: Loop, kind: EventKind, actor: Actor, *, at: datetime, changes: dict | None = None) -> LoopEvent:
+    event = _event(loop, kind, actor, at=at, changes=changes)
+    event.save(force_insert=True)
+    return event
+
+
+def record_events(loops: Iterable[Loop], kind: EventKind, actor: Actor, *, at: datetime) -> None:
+    """The same event for each of `loops` (an automatic action over a batch), in one statement."""
+    LoopEvent.objects.bulk_create([_event(loop, kind, actor, at=at) for loop in loops])
 
 
 def loop_events(loop_id: str, *, limit: int) -> QuerySet[LoopEvent]:

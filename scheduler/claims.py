@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Min
+from django.utils import timezone
 
 from core.bulk import insert_rows, update_rows
 from loops import schedules
@@ -26,7 +27,7 @@ from loops.runs import OPEN_STATUSES, free_rows, lease, new_run_id, occurrence_k
 from monitoring.counters import Tally
 from scheduler.occurrence_log import log_occurrence
 from scheduler.rows import NEW_RUN_COLUMNS, NewRun
-from scheduler.stored_times import earliest_deadline, settle, stored, stores_text
+from scheduler.stored_times import Repairs, earliest_deadline, in_stored_form, settle, stored, stores_text
 from scheduler.unattended import Capacity, capacity_reason, overlap_reason, skip_reason
 from sessions_app.models import ReservedTarget
 
@@ -167,18 +168,25 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
     with transaction.atomic(durable=True):
         due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
         if stores_text():
-            # Read as stored, not through Django's converter: one unreadable row must not fail the batch.
-            due = stored(due).only(*(name for name in _CLAIM_FIELDS if name != "next_at"))
+            # Only deadlines in Django's form, whose text order is time order: the others wait for
+            # their repair (scheduler.stored_times), however many, and never hold up due work. Read
+            # as stored, not through Django's converter: an impossible date in that form ("2026-13-45
+            # …") must not fail the batch.
+            due = stored(in_stored_form(due)).only(*(name for name in _CLAIM_FIELDS if name != "next_at"))
         else:
             due = due.only(*_CLAIM_FIELDS)
         loops = list(free_rows(due)[:limit])
+        if stores_text():
+            repairs = Repairs()
+            # `due` was read through stored() on this path (the type of `due` is the other path's).
+            raws = [(loop, loop.stored_next_at) for loop in loops]  # type: ignore[attr-defined]
+            moments = settle(raws, now=now, repairs=repairs)
+            repairs.log("claim")
+            loops = [loop for loop in loops if loop.loop_id in moments]  # the others were set aside
+            for loop in loops:
+                loop.next_at = moments[loop.loop_id]
         runs, advanced, tally, misfired = [], [], Tally(), set()
         for loop in loops:
-            if stores_text():
-                # `due` was read through stored() on this path (the type of `due` is the other path's).
-                loop.next_at = settle(loop, loop.stored_next_at, now=now)  # type: ignore[attr-defined]
-                if loop.next_at is None or loop.next_at > now:
-                    continue  # set aside, or only due in its old text form
             due_at = loop.next_at
             try:
                 run = _advance(loop, now)
@@ -198,7 +206,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
                 won = Loop.objects.filter(loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at).update(
                     state=loop.state, next_at=loop.next_at
                 )
-                if not won:  # another clock took it first (its deadline was settled above, so not a form mismatch)
+                if not won:  # another clock took it first (its deadline is in Django's form: no form mismatch)
                     continue
             else:
                 advanced.append(loop)
@@ -278,15 +286,16 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     return run_ids
 
 
-def next_wakeup(*, fresh_waiting: bool = False) -> datetime | None:
+def next_wakeup(*, now: datetime | None = None, fresh_waiting: bool = False) -> datetime | None:
     """The earliest moment the clock has work: a loop deadline or a run's retry time. With
-    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out."""
+    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out.
+    `now`: the tick's, for what settling a stored deadline records (scheduler.stored_times)."""
     # Uses loop_due_idx and run_open_idx.
     scheduled = Loop.objects.filter(state=LoopState.SCHEDULED)
     if fresh_waiting:
         scheduled = scheduled.exclude(session_id=ReservedTarget.NEW)
     if stores_text():
-        next_loop = earliest_deadline(scheduled)
+        next_loop = earliest_deadline(scheduled, now=now or timezone.now())
     else:
         next_loop = scheduled.aggregate(at=Min("next_at"))["at"]
     next_retry = LoopRun.objects.filter(status__in=OPEN_STATUSES).aggregate(at=Min("retry_at"))["at"]

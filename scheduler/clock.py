@@ -95,14 +95,15 @@ class Clock:
         # While `new` loops wait for a free slot, their deadlines are past: they are looked at every
         # CAPACITY_POLL (a turn's end is read from the host, not signalled), not at every tick.
         waiting = self.slots_checked_at is not None and time.monotonic() - self.slots_checked_at < CAPACITY_POLL
-        wakeup = next_wakeup(fresh_waiting=waiting)  # reads only: an idle tick takes no write lock
+        # Reads only (an idle tick takes no write lock), but for a stored deadline that names no moment.
+        wakeup = next_wakeup(now=now, fresh_waiting=waiting)
         if wakeup is not None and wakeup <= now:
             claimed = claim_due(now=now)
             recovered = recover_runs(now=now)
             self.slots_checked_at = time.monotonic() if claimed.waiting else None
             if len(claimed) >= CLAIM_BATCH or len(recovered) >= CLAIM_BATCH:
                 return 0.0  # more is due right now
-            wakeup = next_wakeup(fresh_waiting=bool(claimed.waiting))
+            wakeup = next_wakeup(now=now, fresh_waiting=bool(claimed.waiting))
         longest = MAX_SLEEP
         if self.slots_checked_at is not None:
             longest = max(CAPACITY_POLL - (time.monotonic() - self.slots_checked_at), MIN_SLEEP)

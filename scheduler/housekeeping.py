@@ -22,7 +22,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from scheduler.retention import Pruner
-from scheduler.stored_times import settle_step, stores_text
+from scheduler.stored_times import SETTLE_BATCH, Repairs, settle_step, stores_text
 from sessions_app.hosts import get_host
 
 logger = logging.getLogger("dshloop.housekeeping")
@@ -82,9 +82,37 @@ class PruneJob:
         return more
 
 
-# How often deadlines written in another form are settled (scheduler.stored_times); the due ones are
-# settled by the claim at once, so this only bounds how late a hidden one can be.
-SETTLE_INTERVAL_SECONDS = 60.0
+# How often deadlines written in another form are looked for (scheduler.stored_times): the clock
+# claims only rows in Django's form, so this bounds how late one due in truth fires. A pass that
+# finds none is one read, under no write lock.
+SETTLE_INTERVAL_SECONDS = 10.0
+
+
+class SettleJob:
+    """The repair of deadlines stored in another form (scheduler.stored_times), one bounded batch per
+    step; what a pass repaired is logged once, at its end (or when a step fails)."""
+
+    def __init__(self, *, limit: int = SETTLE_BATCH) -> None:
+        self.limit = limit
+        self.repairs: Repairs | None = None
+
+    def step(self) -> bool:
+        if self.repairs is None:
+            self.repairs = Repairs()
+        try:
+            more = settle_step(now=timezone.now(), repairs=self.repairs, limit=self.limit)
+        except BaseException:
+            self._end_pass()  # the steps before it committed: say what they did
+            raise
+        if not more:
+            self._end_pass()
+        return more
+
+    def _end_pass(self) -> None:
+        repairs, self.repairs = self.repairs, None
+        if repairs is not None:
+            repairs.log("deadline repair")
+
 
 OUTCOME_POLL_LIMIT = 200  # runs asked about per poll
 
@@ -100,10 +128,10 @@ def poll_outcomes_step() -> bool:
 
 def default_jobs() -> list[Job]:
     """The jobs `runloops` runs: retention at start, then every DSHLOOP_PRUNE_INTERVAL_SECONDS; on
-    SQLite, settling deadlines stored in another form every minute; and, for a host that tells how turns end, reading those outcomes every few seconds."""
+    SQLite, settling deadlines stored in another form every SETTLE_INTERVAL_SECONDS; and, for a host that tells how turns end, reading those outcomes every few seconds."""
     jobs = [Job("prune", settings.DSHLOOP_PRUNE_INTERVAL_SECONDS, PruneJob().step)]
     if stores_text():
-        jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, lambda: settle_step(now=timezone.now())))
+        jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, SettleJob().step))
     if get_host().capabilities.turn_outcomes:
         jobs.append(Job("outcomes", settings.DSHLOOP_OUTCOME_POLL_SECONDS, poll_outcomes_step))
     return jobs

@@ -128,6 +128,9 @@ class Pruner:
         self.sessions = 0  # made for `new` runs, removed with them
         self.session_messages = 0  # their inbox messages
         self.prompts = 0  # revisions' prompts no run refers to any more
+        # Dry: the messages of the sessions counted above that are past the inbox cutoff too, which
+        # a real pass removes with their session, before the inbox step could count them again.
+        self._expired_session_messages = 0
         self._prompts_of: str | None = None  # the loop whose unused prompts go next
         self._cursor: str | None = None  # the last loop ID paged
         self._queue: deque[str] = deque()  # loops of the page over the limit
@@ -139,6 +142,11 @@ class Pruner:
     @property
     def done(self) -> bool:
         return self._done
+
+    @property
+    def messages(self) -> int:
+        """Every inbox message the pass removed (or, dry, would remove): by age, and with the sessions."""
+        return self.inbox_messages + self.session_messages
 
     def run(self) -> Pruner:
         """The whole pass at once (the prune command)."""
@@ -176,7 +184,7 @@ class Pruner:
         cutoff = self._current
         if self.dry_run:
             removed, finished = cutoff.runs_below().count(), True
-            self.sessions += self._sessions_of(cutoff.runs_below()).count()
+            self._count_sessions(cutoff)
         else:
             removed, finished = self._delete_batch(cutoff)
         self._current_runs += removed
@@ -188,6 +196,14 @@ class Pruner:
         """The sessions the embedded host made for these runs (only `new` runs have one; every run's
         key is looked up, so a run whose target was not recorded is no exception)."""
         return SessionHeader.objects.filter(created_for__in=runs.values("occurrence_key"))
+
+    def _count_sessions(self, cutoff: _Cutoff) -> None:
+        """Dry: the sessions (and their inbox messages) that would go with the loop's runs."""
+        sessions = self._sessions_of(cutoff.runs_below())
+        messages = InboxMessage.objects.filter(session_id__in=sessions.values("session_id"))
+        self.sessions += sessions.count()
+        self.session_messages += messages.count()
+        self._expired_session_messages += messages.filter(created_at__lt=self.inbox_cutoff).count()
 
     def _delete_batch(self, cutoff: _Cutoff) -> tuple[int, bool]:
         """One batch of a loop's runs with the sessions made for them and their inboxes, in one
@@ -245,7 +261,12 @@ class Pruner:
         self._current = None
         if not self._current_runs:
             return
-        if not self.dry_run:
+        if self.dry_run:
+            kept = LoopRun.objects.filter(loop_id=cutoff.loop_id).exclude(
+                run_id__in=cutoff.runs_below().values("run_id")
+            )
+            self.prompts += self._unused_prompts(cutoff.loop_id, kept).count()
+        else:
             self._prompts_of = cutoff.loop_id
         self.runs += self._current_runs
         self.loops += 1
@@ -257,16 +278,22 @@ class Pruner:
         current revision: a claim or run now may be making its first run at it right now. One
         statement, so its two checks read one snapshot: a revision the loop has left gets no new
         run, and one it is still at is kept."""
-        unused = (
-            LoopPrompt.objects.filter(loop_id=loop_id)
-            .exclude(revision__in=LoopRun.objects.filter(loop_id=loop_id).values("revision"))
-            .exclude(revision__in=Loop.objects.filter(loop_id=loop_id).values("revision"))
-        )
+        unused = self._unused_prompts(loop_id, LoopRun.objects.filter(loop_id=loop_id))
         revisions = list(unused.order_by("revision").values_list("revision", flat=True)[: self.batch])
         removed = unused.filter(revision__in=revisions).delete()[0] if revisions else 0
         self.prompts += removed
         if removed < self.batch:
             self._prompts_of = None
+
+    @staticmethod
+    def _unused_prompts(loop_id: str, runs: QuerySet[LoopRun]) -> QuerySet[LoopPrompt]:
+        """The loop's stored prompts that none of `runs` (its runs that remain) refers to, but for
+        the revision the loop is at."""
+        return (
+            LoopPrompt.objects.filter(loop_id=loop_id)
+            .exclude(revision__in=runs.values("revision"))
+            .exclude(revision__in=Loop.objects.filter(loop_id=loop_id).values("revision"))
+        )
 
     # -- inbox ---------------------------------------------------------------------------------------
 
@@ -274,7 +301,7 @@ class Pruner:
         """One batch of expired messages; True while more may remain."""
         expired = InboxMessage.objects.filter(created_at__lt=self.inbox_cutoff)
         if self.dry_run:
-            self.inbox_messages = expired.count()
+            self.inbox_messages = expired.count() - self._expired_session_messages
             return False
         removed, _ = InboxMessage.objects.filter(
             message_id__in=expired.order_by("created_at").values("message_id")[: self.batch]

@@ -7,26 +7,33 @@ wrong place in the clock's queue, the claim's compare-and-swap (which binds Djan
 matches it, and Django's converter raises on a value it cannot parse; left alone, such rows come
 back at the head of every claim batch and nothing else fires.
 
-So every stored deadline the scheduler meets is settled into Django's form: a readable one is
-rewritten in place (and claimed only if it is due in truth), an unreadable one is set aside: the
-loop is paused with UNREADABLE_REASON and an `auto_paused` event, which health reports as a
-problem until an operator resumes the loop (its next occurrence is then computed from now).
-The claim settles the due rows it reads; a housekeeping pass settles the rest, whose text form
-hides them from the due query (`settle_step`).
+So every stored deadline is settled into Django's form: a readable one is rewritten in place (and
+claimed once it is due in truth), an unreadable one is set aside: the loop is paused with
+UNREADABLE_REASON and an `auto_paused` event, which health reports as a problem until an operator
+resumes the loop (its next occurrence is then computed from now).
+
+The clock's queries (the claim and the deadline it sleeps to) read only the rows already in
+Django's form, whose text order is time order; the others are repaired by a housekeeping job in
+bounded steps (`settle_step`), a few statements each, between which the clock claims as usual.
+However many rows wait for repair, a due loop is claimed on time. What a pass repaired is logged
+as a summary, one line per kind of repair (`Repairs`); each set-aside loop has its own event.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from django.db import connection, transaction
-from django.db.models import Min, QuerySet, TextField
+from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
-from loops.events import SCHEDULER, record_event
+from core.bulk import update_rows
+from loops.events import SCHEDULER, record_events
 from loops.models import UNREADABLE_REASON, EventKind, Loop, LoopState
 
 if TYPE_CHECKING:
@@ -34,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("dshloop.clock")
 
-SETTLE_BATCH = 500  # loops per housekeeping step
+SETTLE_BATCH = 500  # loops per repair step: a few statements, a short hold of SQLite's write lock
 
 # Django's stored form, as GLOB patterns: the rows the housekeeping pass need not look at.
 _DIGITS = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]"
@@ -80,33 +87,69 @@ def django_form(moment: datetime) -> str:
     return form
 
 
-def settle(loop: Loop, raw: object, *, now: datetime) -> datetime | None:
-    """Bring one scheduled loop's stored deadline `raw` into Django's form. Returns the moment it
-    names, or None when it names none and the loop was set aside (paused). Inside the caller's
-    transaction (SQLite's IMMEDIATE transactions hold the write lock: nobody races it)."""
-    moment = parse_stored(raw)
-    if moment is None:
-        _set_aside(loop, raw, now=now)
-        return None
-    if raw != django_form(moment):
-        Loop.objects.filter(loop_id=loop.loop_id).update(next_at=moment)
-        logger.warning(
-            "loop %s: next_at %r was not in the stored form; rewritten as %s", loop.loop_id, raw, django_form(moment)
-        )
-    return moment
+@dataclass
+class Repairs:
+    """What settling did, for one summary in the log (a line per kind, not a line per loop)."""
+
+    rewritten: int = 0  # readable, in another form: now in Django's
+    set_aside: int = 0  # naming no moment: paused
+    rewritten_example: str = ""
+    set_aside_example: str = ""
+
+    def log(self, by: str) -> None:
+        """Log what was repaired (nothing when nothing was); `by`: who repaired it."""
+        if self.rewritten:
+            logger.warning(
+                "%s: %d loop(s) had next_at stored in another form; rewritten as Django stores it (e.g. %s)",
+                by,
+                self.rewritten,
+                self.rewritten_example,
+            )
+        if self.set_aside:
+            logger.error(
+                "%s: %d loop(s) had a next_at that is not a timestamp and were paused, each with an auto_paused "
+                "event (e.g. %s); resume one to schedule it from now",
+                by,
+                self.set_aside,
+                self.set_aside_example,
+            )
 
 
-def _set_aside(loop: Loop, raw: object, *, now: datetime) -> None:
-    logger.error(
-        "loop %s: next_at %r is not a timestamp; the loop is paused (resume it to schedule it from now)",
-        loop.loop_id,
-        raw,
+def settle(loops: Sequence[tuple[Loop, object]], *, now: datetime, repairs: Repairs) -> dict[str, datetime]:
+    """Bring scheduled loops' stored deadlines (each with the value `raw` its row holds) into
+    Django's form, in a few statements whatever their number. Returns the moment each readable one
+    names, by loop ID; the unreadable ones are set aside (paused). Inside the caller's transaction
+    (SQLite's IMMEDIATE transactions hold the write lock: nobody races it)."""
+    moments: dict[str, datetime] = {}
+    rewrites: list[list[object]] = []
+    unreadable: list[Loop] = []
+    for loop, raw in loops:
+        moment = parse_stored(raw)
+        if moment is None:
+            unreadable.append(loop)
+            repairs.set_aside += 1
+            repairs.set_aside_example = repairs.set_aside_example or f"loop {loop.loop_id}: {raw!r}"
+            logger.debug("loop %s: next_at %r is not a timestamp; the loop is paused", loop.loop_id, raw)
+            continue
+        moments[loop.loop_id] = moment
+        if raw != django_form(moment):
+            rewrites.append([loop.loop_id, moment])
+            repairs.rewritten += 1
+            example = f"loop {loop.loop_id}: {raw!r} as {django_form(moment)}"
+            repairs.rewritten_example = repairs.rewritten_example or example
+            logger.debug("loop %s: next_at %r rewritten as %s", loop.loop_id, raw, django_form(moment))
+    update_rows(Loop, ("next_at",), rewrites)
+    _set_aside(unreadable, now=now)
+    return moments
+
+
+def _set_aside(loops: list[Loop], *, now: datetime) -> None:
+    if not loops:
+        return
+    Loop.objects.filter(loop_id__in=[loop.loop_id for loop in loops]).update(
+        state=LoopState.PAUSED, next_at=None, paused_at=now, pause_reason=UNREADABLE_REASON
     )
-    loop.state, loop.next_at, loop.paused_at, loop.pause_reason = LoopState.PAUSED, None, now, UNREADABLE_REASON
-    Loop.objects.filter(loop_id=loop.loop_id).update(
-        state=loop.state, next_at=None, paused_at=now, pause_reason=UNREADABLE_REASON
-    )
-    record_event(loop, EventKind.AUTO_PAUSED, SCHEDULER, at=now)
+    record_events(loops, EventKind.AUTO_PAUSED, SCHEDULER, at=now)
 
 
 def _in_stored_form(table: str, *, negate: bool = False) -> str:
@@ -116,28 +159,50 @@ def _in_stored_form(table: str, *, negate: bool = False) -> str:
     return f"NOT {clause}" if negate else clause
 
 
-def earliest_deadline(scheduled: QuerySet[Loop]) -> datetime | None:
-    """MIN(next_at) of the `scheduled` loops whose deadline is in Django's form; the others are
-    the claim's and the sweep's to settle, and must not keep the clock awake. None when none is,
-    or when even that text names no moment (then the clock sleeps its longest and claims what
-    the due query finds)."""
+def in_stored_form(loops: QuerySet[Loop], *, negate: bool = False) -> QuerySet[Loop]:
+    """The loops whose stored next_at is text in Django's form (negated: in any other form). Their
+    text order is time order: what the clock's queries may compare and sort."""
     table = connection.ops.quote_name(Loop._meta.db_table)
-    earliest = stored(scheduled.extra(where=[_in_stored_form(table)])).aggregate(at=Min("stored_next_at"))["at"]
-    return None if earliest is None else parse_stored(earliest)
+    return loops.extra(where=[_in_stored_form(table, negate=negate)])
 
 
-def settle_step(*, now: datetime, limit: int = SETTLE_BATCH) -> bool:
-    """Settle up to `limit` scheduled loops whose stored deadline is not in Django's form (a
-    scan of loop_due_idx); True while more may remain. A no-op where deadlines are typed."""
+def earliest_deadline(scheduled: QuerySet[Loop], *, now: datetime) -> datetime | None:
+    """The earliest deadline of the `scheduled` loops in Django's form (the first in loop_due_idx's
+    order); the others are the repair's (settle_step) and must not keep the clock awake. None when
+    there is none. A text of that shape that names no moment ("2026-00-01 00:00:00") would stand
+    first for ever and hide every deadline after it: it is set aside here, a rare write on the
+    clock's read path, and the next one looked at."""
+    while True:
+        first = stored(in_stored_form(scheduled)).order_by("next_at").values_list("loop_id", "stored_next_at").first()
+        if first is None:
+            return None
+        moment = parse_stored(first[1])
+        if moment is not None:
+            return moment
+        repairs = Repairs()
+        _settle_loops(in_stored_form(scheduled), [first[0]], now=now, repairs=repairs)
+        repairs.log("clock")
+
+
+def settle_step(*, now: datetime, repairs: Repairs | None = None, limit: int = SETTLE_BATCH) -> bool:
+    """Settle up to `limit` scheduled loops whose stored deadline is not in Django's form (a scan
+    of loop_due_idx), counting into `repairs`; True while more may remain. A no-op where
+    deadlines are typed."""
     if not stores_text():
         return False
-    table = connection.ops.quote_name(Loop._meta.db_table)
+    to_repair = in_stored_form(Loop.objects.filter(state=LoopState.SCHEDULED, next_at__isnull=False), negate=True)
+    # Found before the write transaction: an IMMEDIATE transaction holds SQLite's one write lock from
+    # its start, and the scan must not keep the clock's claim waiting.
+    loop_ids = list(to_repair.values_list("loop_id", flat=True)[:limit])
+    if not loop_ids:
+        return False
+    _settle_loops(to_repair, loop_ids, now=now, repairs=Repairs() if repairs is None else repairs)
+    return len(loop_ids) == limit
+
+
+def _settle_loops(candidates: QuerySet[Loop], loop_ids: list[str], *, now: datetime, repairs: Repairs) -> None:
+    """Settle the loops `loop_ids` found among `candidates`, read again by key in the write
+    transaction: a loop edited since it was found (no longer a candidate) keeps its edit."""
     with transaction.atomic(durable=True):
-        loops = list(
-            stored(Loop.objects.filter(state=LoopState.SCHEDULED, next_at__isnull=False))
-            .extra(where=[_in_stored_form(table, negate=True)])
-            .only("loop_id", "revision")[:limit]
-        )
-        for loop in loops:
-            settle(loop, loop.stored_next_at, now=now)
-    return len(loops) == limit
+        loops = list(stored(candidates.filter(loop_id__in=loop_ids)).only("loop_id", "revision"))
+        settle([(loop, loop.stored_next_at) for loop in loops], now=now, repairs=repairs)

@@ -37,6 +37,8 @@ class SessionHeader(models.Model):
     # spec §7 title fold, highest priority first: user_title, generated_title, first_prompt.
     user_title = models.TextField(blank=True)
     generated_title = models.TextField(blank=True)
+    # A session the embedded host made for a `new` run keeps only the title of its first prompt
+    # (titles.first_prompt_kept); the prompt is its first inbox message.
     first_prompt = models.TextField(blank=True)
     global_interface = models.BooleanField(default=False)
     # A session made for a `new` loop remembers the occurrence it was made for, so a delivery

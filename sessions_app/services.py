@@ -13,6 +13,7 @@ from core.bulk import insert_rows
 from core.timeutil import truncate_to_ms
 
 from .models import InboxMessage, InboxSequence, Preset, SessionHeader, SessionStatus
+from .titles import first_prompt_kept
 
 _HEADER_FIELDS = ("user_title", "generated_title", "first_prompt", "status", "preset", "model", "global_interface")
 
@@ -113,7 +114,9 @@ def session_resume(*, session_id: str, now: datetime | None = None) -> SessionHe
 def session_create_for(
     *, occurrence_key: str, preset: str, model: str, first_prompt: str, now: datetime | None = None
 ) -> SessionHeader:
-    """A fresh session for one occurrence of a `new` loop; the same occurrence gets the same one."""
+    """A fresh session for one occurrence of a `new` loop; the same occurrence gets the same one.
+    Of `first_prompt` it keeps what titles read (titles.first_prompt_kept): the prompt itself is
+    delivered to the session's inbox, its one copy on this host."""
     now = truncate_to_ms(now or timezone.now())  # stored as the API shows it (ISO, ms)
     existing = SessionHeader.objects.filter(created_for=occurrence_key).first()
     if existing:
@@ -127,7 +130,7 @@ def session_create_for(
                 updated_at=now,
                 preset=preset,
                 model=model,
-                first_prompt=first_prompt,
+                first_prompt=first_prompt_kept(first_prompt),
             )
     except IntegrityError:  # another worker made it first
         return SessionHeader.objects.get(created_for=occurrence_key)

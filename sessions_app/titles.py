@@ -20,6 +20,14 @@ def first_prompt_title(first_prompt: str) -> str | None:
     return None
 
 
+def first_prompt_kept(prompt: str) -> str:
+    """What the embedded host stores as the first prompt of a session it makes for a `new` run: the
+    title the prompt gives, the only thing read from it (spec §7's last rung). It folds to itself,
+    so every title shown is the one the whole prompt gives; the whole prompt is the session's first
+    inbox message (and its run's revision prompt), not stored a second time per occurrence."""
+    return first_prompt_title(prompt) or ""
+
+
 def fold_title(*, user_title: str = "", generated_title: str = "", first_prompt: str = "") -> str | None:
     for title in (user_title, generated_title):
         if title and title.strip():

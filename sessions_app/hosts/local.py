@@ -33,10 +33,11 @@ class LocalHost:
         self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
     ) -> str:
         # No workspaces or permission presets here (Capabilities.workspaces): the placement is not used.
-        # The session and its first prompt are the host's records (DSH keeps its own), as is the
-        # delivered text in its inbox: two copies of the prompt per `new` occurrence that dshloop
-        # cannot share. Marked with the occurrence it was made for, the session goes with that
-        # run when retention prunes it (scheduler.retention), so they are bounded by the run history.
+        # The session is the host's record (DSH keeps its own), as is the delivered text in its
+        # inbox, which holds the prompt: the session keeps only the title its first prompt gives
+        # (services.session_create_for), so a `new` occurrence stores the prompt once here, not
+        # twice. Marked with the occurrence it was made for, the session goes with that run when
+        # retention prunes it (scheduler.retention), so both are bounded by the run history.
         header = services.session_create_for(
             occurrence_key=source["occurrence_key"], preset=preset, model=model, first_prompt=first_prompt
         )

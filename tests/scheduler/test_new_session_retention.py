@@ -4,13 +4,16 @@ runs stay. On both engines (the suite's two passes)."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from loops.events import Actor
-from loops.models import ActorKind, LoopRun
+from loops.models import ActorKind, Loop, LoopPrompt, LoopRun
 from scheduler.retention import Pruner, prune
 from sessions_app.models import InboxMessage, InboxSequence, SessionHeader
 from sessions_app.services import inbox_deliver_many, session_upsert
@@ -114,3 +117,62 @@ def test_sessions_go_in_the_pruners_bounded_batches(settings, global_session):
 
     assert sessions_made_for(runs) == {runs[-1].target_session_id}
     assert max(a - b for a, b in zip([7, *sessions], sessions, strict=False)) <= 2
+
+
+# -- what `manage.py prune` prints --------------------------------------------------------------------
+
+
+def prune_command(*args: str) -> str:
+    out = StringIO()
+    call_command("prune", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_the_prune_command_prints_every_inbox_message_and_prompt_it_removed(settings, global_session):
+    """The messages that go with the sessions of pruned `new` runs are inbox messages removed too;
+    each figure printed is what was removed, counted from the tables before and after."""
+    settings.DSHLOOP_INBOX_RETENTION_DAYS = 3650  # nothing goes by age: only with the runs
+    settings.DSHLOOP_RUN_HISTORY_LIMIT = 5
+    loop_id, runs = new_loop_with_runs(75)
+    # Two earlier revisions whose runs all go: their stored prompts go with them.
+    assert Loop.objects.get(loop_id=loop_id).revision == 1
+    LoopRun.objects.filter(run_id__in=[run.run_id for run in runs[15:30]]).update(revision=2)
+    LoopRun.objects.filter(run_id__in=[run.run_id for run in runs[30:]]).update(revision=3)
+    Loop.objects.filter(loop_id=loop_id).update(revision=3)
+    LoopPrompt.objects.bulk_create(
+        [LoopPrompt(loop_id=loop_id, revision=revision, prompt=f"revision {revision}") for revision in (2, 3)]
+    )
+    before = (InboxMessage.objects.count(), SessionHeader.objects.count(), LoopPrompt.objects.count())
+
+    dry = prune_command("--dry-run")
+    real = prune_command()
+
+    after = (InboxMessage.objects.count(), SessionHeader.objects.count(), LoopPrompt.objects.count())
+    messages, sessions, prompts = (b - a for b, a in zip(before, after, strict=True))
+    assert (messages, sessions, prompts) == (70, 70, 2)
+    assert f"loop {loop_id}: removed 70 run(s);" in real
+    assert "sessions the embedded host made for `new` runs: removed 70 with their runs" in real
+    assert re.search(
+        r"^inbox: removed 70 message\(s\): 70 of those sessions, 0 others created before \S+$", real, re.MULTILINE
+    )
+    assert "prompts no run refers to any more: removed 2" in real
+    assert "total: removed 70 run(s) of 1 loop(s), 70 session(s), 70 inbox message(s) and 2 prompt(s)" in real
+    # The dry run printed the same figures.
+    assert [
+        re.sub(r"created before \S+", "", line.replace("would remove", "removed")) for line in dry.splitlines()[1:]
+    ] == [re.sub(r"created before \S+", "", line) for line in real.splitlines()[1:]]
+
+
+def test_a_dry_run_counts_a_message_once_when_it_is_both_expired_and_of_a_pruned_session(settings, global_session):
+    settings.DSHLOOP_INBOX_RETENTION_DAYS = 1
+    _, runs = new_loop_with_runs(4)
+    InboxMessage.objects.update(created_at=timezone.now() - timedelta(days=2))
+    inbox_deliver_many([("ses_user", "old", {"kind": "loop"}, "occ-user", "next_turn")], now=T0)
+    InboxMessage.objects.filter(session_id="ses_user").update(created_at=timezone.now() - timedelta(days=2))
+
+    dry = Pruner(now=timezone.now(), run_limit=1, dry_run=True).run()
+    real = Pruner(now=timezone.now(), run_limit=1).run()
+
+    assert InboxMessage.objects.count() == 0
+    assert (real.session_messages, real.inbox_messages, real.messages) == (3, 2, 5)
+    assert (dry.session_messages, dry.inbox_messages, dry.messages) == (3, 2, 5)

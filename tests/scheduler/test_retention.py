@@ -241,8 +241,8 @@ def test_prune_command_dry_run_changes_nothing_and_prints_the_same_numbers(setti
     assert (
         f"loop loop_busy: removed 800 run(s); the oldest kept was scheduled at {iso(oldest_kept.scheduled_at)}" in real
     )
-    assert re.search(r"^inbox: removed 2 message\(s\) created before \S+$", real, re.MULTILINE)
-    assert "total: removed 800 run(s) of 1 loop(s) and 2 inbox message(s)" in real
+    assert re.search(r"^inbox: removed 2 message\(s\): 0 of those sessions, 2 others created before \S+$", real, re.M)
+    assert "total: removed 800 run(s) of 1 loop(s), 0 session(s), 2 inbox message(s) and 0 prompt(s)" in real
     assert "loop_young" not in real
     # The same lines, but for the verb and the dry run's note (inbox cutoffs differ by the seconds between).
     same = [re.sub(r"created before \S+", "", line) for line in real.splitlines()[1:]]
@@ -255,7 +255,7 @@ def test_prune_command_dry_run_changes_nothing_and_prints_the_same_numbers(setti
 def test_prune_command_with_nothing_to_remove_says_so():
     add_runs("loop_young", 10)
     out = run_prune()
-    assert "total: removed 0 run(s) of 0 loop(s) and 0 inbox message(s)" in out
+    assert "total: removed 0 run(s) of 0 loop(s), 0 session(s), 0 inbox message(s) and 0 prompt(s)" in out
     assert LoopRun.objects.count() == 10
 
 

@@ -7,6 +7,8 @@ only the no-op of the sweep is checked there.
 
 from __future__ import annotations
 
+import logging
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -16,7 +18,8 @@ from django.test import Client
 
 from loops.models import UNREADABLE_REASON, Loop, LoopEvent, LoopRun, LoopState, RunStatus, SchedulerHeartbeat
 from scheduler.claims import claim_due, next_wakeup
-from scheduler.stored_times import django_form, parse_stored, settle_step
+from scheduler.housekeeping import SettleJob
+from scheduler.stored_times import Repairs, django_form, parse_stored, settle_step
 from tests.conftest import T0, create_loop, every, s
 
 pytestmark = pytest.mark.django_db
@@ -73,10 +76,14 @@ def test_what_names_no_moment_parses_to_none(raw):
 
 @sqlite_only
 @pytest.mark.parametrize("raw", ["2025-06-02 10:01:00Z", "2025-06-02 10:01:00+00:00", "2025-06-02 10:01:00.000"])
-def test_a_due_deadline_in_another_form_is_claimed_once_and_stored_in_djangos_form(loops, raw):
-    """The claim's compare-and-swap matches the row as stored, not only Django's form of it."""
+def test_a_due_deadline_in_another_form_is_repaired_then_claimed_once_in_djangos_form(loops, raw):
+    """The claim reads only Django's form (its text order is time order); the repair brings the
+    row into it, and the claim's compare-and-swap then matches it."""
     [loop] = loops()
     write_next_at(loop, raw)
+    assert claim(T0 + s(61)) == []  # not yet repaired: left to the repair, not read by the claim
+    assert stored_next_at(loop) == raw
+    settle_step(now=T0 + s(61))
     [run_id] = claim(T0 + s(61))
     run = LoopRun.objects.get(run_id=run_id)
     assert run.scheduled_at == T0 + s(60)
@@ -90,27 +97,57 @@ def test_a_readable_deadline_not_due_in_truth_is_rewritten_and_not_claimed(loops
     # By text it is due at T0 + 61 s ("2025-06-02 10…" < "2025-06-02 10:01:01"); in truth 12:01 UTC.
     write_next_at(loop, "2025-06-02 10:01:00-02:00")
     assert claim(T0 + s(61)) == []
+    settle_step(now=T0 + s(61))
+    assert claim(T0 + s(61)) == []
     assert stored_next_at(loop) == django_form(datetime(2025, 6, 2, 12, 1, tzinfo=UTC))
     assert Loop.objects.get(pk=loop.pk).state == LoopState.SCHEDULED
 
 
 @sqlite_only
-def test_a_batch_of_unreadable_due_rows_is_set_aside_and_the_rest_fire(loops):
-    """Unreadable rows do not come back at the head of every claim, starving every other loop."""
+def test_rows_to_repair_at_the_head_of_the_queue_do_not_hold_up_a_due_loop(loops):
+    """More rows than a claim batch sort before the due loop as text (integers sort before every
+    text; an offset west of UTC reads earlier than its moment): the first claim takes the due loop."""
+    *bad, good = loops(7)
+    for loop in bad[:3]:
+        write_next_at(loop, 1748858400)
+    for loop in bad[3:]:
+        write_next_at(loop, "2025-06-02 09:00:00-12:00")  # due to text; 21:00 UTC in truth
+    assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in claim(T0 + s(61), limit=5)] == [good.loop_id]
+    assert {stored_next_at(loop) for loop in bad[3:]} == {"2025-06-02 09:00:00-12:00"}  # the repair's to do
+
+
+@sqlite_only
+def test_unreadable_rows_are_set_aside_each_with_its_event(loops):
     *bad, good = loops(6)
     for loop in bad:
         write_next_at(loop, 1748858400)  # an integer: below every text, so due to the query forever
-    first = claim(T0 + s(61), limit=5)
-    second = claim(T0 + s(62), limit=5)
-    assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in first + second] == [good.loop_id]
+    with time_machine.travel(T0 + s(61), tick=False):
+        assert settle_step(now=T0 + s(61)) is False
+    assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in claim(T0 + s(61))] == [good.loop_id]
     for loop in bad:
         loop.refresh_from_db()
         assert (loop.state, loop.next_at, loop.pause_reason) == (LoopState.PAUSED, None, UNREADABLE_REASON)
-        assert list(LoopEvent.objects.filter(loop_id=loop.loop_id).order_by("id").values_list("kind", flat=True)) == [
-            "created",
-            "auto_paused",
+        assert loop.paused_at == T0 + s(61)
+        events = LoopEvent.objects.filter(loop_id=loop.loop_id).order_by("id")
+        assert list(events.values_list("kind", "actor_kind", "revision")) == [
+            ("created", "session", 1),
+            ("auto_paused", "scheduler", 1),
         ]
     assert not LoopRun.objects.filter(loop_id__in=[loop.loop_id for loop in bad]).exists()
+
+
+@sqlite_only
+def test_an_impossible_date_in_djangos_form_is_set_aside_by_the_claim_with_a_summary(loops, caplog):
+    """Its text has Django's shape, so the claim reads it; it names no moment, so the claim sets it
+    aside (and logs one line for the batch) and the rest of the batch fires."""
+    *bad, good = loops(3)
+    for loop in bad:
+        write_next_at(loop, "2025-06-02 09:99:00")
+    with caplog.at_level(logging.DEBUG, logger="dshloop.clock"):
+        assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in claim(T0 + s(61))] == [good.loop_id]
+    assert {Loop.objects.get(pk=loop.pk).pause_reason for loop in bad} == {UNREADABLE_REASON}
+    [summary] = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert summary.getMessage().startswith("claim: 2 loop(s) had a next_at that is not a timestamp and were paused")
 
 
 @sqlite_only
@@ -122,6 +159,23 @@ def test_the_clock_wakes_for_the_real_deadline_beside_an_unreadable_one(loops):
     write_next_at(good, 1748858400)
     with time_machine.travel(T0, tick=False):
         assert next_wakeup() is None  # neither names a moment the clock can sleep to: its longest sleep
+
+
+@sqlite_only
+@pytest.mark.parametrize("raw", ["2025-00-01 00:00:00", "2025-02-30 10:00:00"])
+def test_an_impossible_date_first_in_the_clocks_queue_is_set_aside_and_hides_no_deadline(loops, raw, caplog):
+    """In Django's shape, so the deadline query reads it, and first in its order: left there, it
+    hid every deadline after it (the clock slept its longest and never claimed)."""
+    bad, good = loops(2)
+    write_next_at(bad, raw)
+    with time_machine.travel(T0 + s(120), tick=False), caplog.at_level(logging.WARNING, logger="dshloop.clock"):
+        assert next_wakeup(now=T0 + s(120)) == T0 + s(60)
+    bad.refresh_from_db()
+    assert (bad.state, bad.pause_reason, bad.paused_at) == (LoopState.PAUSED, UNREADABLE_REASON, T0 + s(120))
+    assert LoopEvent.objects.filter(loop_id=bad.loop_id, kind="auto_paused").count() == 1
+    assert [record.getMessage()[:50] for record in caplog.records] == [
+        "clock: 1 loop(s) had a next_at that is not a times"
+    ]
 
 
 @sqlite_only
@@ -138,15 +192,62 @@ def test_the_sweep_settles_hidden_deadlines_and_sets_aside_garbage(loops):
 
 
 @sqlite_only
-def test_the_sweep_works_in_bounded_batches(loops):
+def test_the_sweep_works_in_bounded_batches_and_counts_each_kind(loops):
     made = loops(5)
-    for loop in made:
+    for loop in made[:3]:
         write_next_at(loop, "2025-06-02T10:00:30Z")
+    for loop in made[3:]:
+        write_next_at(loop, "garbage")
+    repairs = Repairs()
     with time_machine.travel(T0, tick=False):
-        assert settle_step(now=T0, limit=2) is True
-        assert settle_step(now=T0, limit=2) is True
-        assert settle_step(now=T0, limit=2) is False
-    assert {stored_next_at(loop) for loop in made} == {django_form(T0 + s(30))}
+        assert settle_step(now=T0, repairs=repairs, limit=2) is True
+        assert (repairs.rewritten + repairs.set_aside) == 2
+        assert settle_step(now=T0, repairs=repairs, limit=2) is True
+        assert settle_step(now=T0, repairs=repairs, limit=2) is False
+    assert (repairs.rewritten, repairs.set_aside) == (3, 2)
+    assert {stored_next_at(loop) for loop in made[:3]} == {django_form(T0 + s(30))}
+    assert {Loop.objects.get(pk=loop.pk).state for loop in made[3:]} == {LoopState.PAUSED}
+
+
+@sqlite_only
+def test_a_repair_step_writes_in_a_few_statements_whatever_its_size(loops, django_assert_max_num_queries):
+    """Each step holds SQLite's one write lock for a few statements, not a few per loop."""
+    made = loops(40)
+    for loop in made[:20]:
+        write_next_at(loop, "2025-06-02T10:00:30Z")
+    for loop in made[20:]:
+        write_next_at(loop, 1748858400)
+    with time_machine.travel(T0, tick=False), django_assert_max_num_queries(8):
+        assert settle_step(now=T0, limit=100) is False
+    assert LoopEvent.objects.filter(kind="auto_paused").count() == 20
+
+
+@sqlite_only
+def test_a_pass_of_the_repair_job_logs_one_line_per_kind(loops, caplog):
+    made = loops(7)
+    for loop in made[:4]:
+        write_next_at(loop, "2025-06-02 12:00:30+02:00")
+    for loop in made[4:]:
+        write_next_at(loop, "not a time")
+    job = SettleJob(limit=2)
+    with time_machine.travel(T0, tick=False), caplog.at_level(logging.DEBUG, logger="dshloop.clock"):
+        steps = 1
+        while job.step():
+            steps += 1
+        assert job.step() is False  # the next pass finds nothing: logs nothing
+    assert steps == 4
+    loud = [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert [record.levelname for record in loud] == ["WARNING", "ERROR"]
+    rewritten, set_aside = (record.getMessage() for record in loud)
+    # One loop of each kind named as an example, the first the pass met.
+    example = re.search(r"\(e\.g\. loop (\w+): '2025-06-02 12:00:30\+02:00' as 2025-06-02 10:00:30\)$", rewritten)
+    assert rewritten.startswith("deadline repair: 4 loop(s) had next_at stored in another form; rewritten as Django")
+    assert example and example[1] in {loop.loop_id for loop in made[:4]}, rewritten
+    example = re.search(r"\(e\.g\. loop (\w+): 'not a time'\); resume one to schedule it from now$", set_aside)
+    assert set_aside.startswith(
+        "deadline repair: 3 loop(s) had a next_at that is not a timestamp and were paused, each with an auto_paused event"
+    )
+    assert example and example[1] in {loop.loop_id for loop in made[4:]}, set_aside
 
 
 def test_the_sweep_is_a_no_op_where_deadlines_are_typed(loops):
@@ -180,6 +281,7 @@ def test_health_names_the_set_aside_loops_until_they_are_resumed(loops, manage_a
 def test_a_run_records_the_settled_moment_not_the_text(loops):
     [loop] = loops()
     write_next_at(loop, "2025-06-02 09:01:00-01:00")  # due to text; 10:01 UTC in truth
+    settle_step(now=T0 + s(61))
     [run_id] = claim(T0 + s(61))
     run = LoopRun.objects.get(run_id=run_id)
     assert (run.status, run.scheduled_at) == (RunStatus.CLAIMED, T0 + s(60))

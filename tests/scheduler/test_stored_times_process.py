@@ -3,8 +3,8 @@
 More due rows than one claim batch hold next_at in forms Django does not write (ISO with "T"/"Z",
 an integer, garbage), written by hand as another tool would. The same batch must not come back on
 every tick while nothing else fires: the readable ones fire once and are stored in Django's form,
-the unreadable ones are set aside (paused, logged, a health problem), and an ordinary loop created
-after them fires on time.
+the unreadable ones are set aside (paused with an event each, one summary line in the log, a
+health problem), and an ordinary loop created after them fires on time.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState
+from loops.models import UNREADABLE_REASON, EventKind, Loop, LoopEvent, LoopRun, LoopState
 from scheduler.claims import CLAIM_BATCH
 from tests.conftest import create_loop, every
 from tests.processes import wait_for
@@ -66,5 +66,7 @@ def test_rows_the_claim_cannot_take_do_not_starve_a_real_scheduler(schedulers, m
     assert not LoopRun.objects.filter(loop_id__in=garbage).exists()
     health = Client().get("/api/health").json()
     assert any("20 loops were paused" in problem for problem in health["problems"]), health
+    events = LoopEvent.objects.filter(loop_id__in=garbage, kind=EventKind.AUTO_PAUSED)
+    assert sorted(events.values_list("loop_id", flat=True)) == sorted(garbage)
     log = schedulers.started[0].output()
-    assert all(loop_id in log for loop_id in garbage)
+    assert "deadline repair: 20 loop(s) had a next_at that is not a timestamp and were paused" in log

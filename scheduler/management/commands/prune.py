@@ -18,9 +18,9 @@ class Command(BaseCommand):
         "DSHLOOP_RUN_HISTORY_LIMIT finished runs (the sessions the embedded host made for pruned `new` runs go "
         "with them), and embedded inbox messages older than "
         "DSHLOOP_INBOX_RETENTION_DAYS days are deleted; open runs and loop events are kept. Prints each "
-        "loop that loses runs (how many, and the oldest run it keeps), the inbox count and cutoff, and the "
-        "totals. `runloops` applies the same rules by itself at start and every "
-        "DSHLOOP_PRUNE_INTERVAL_SECONDS."
+        "loop that loses runs (how many, and the oldest run it keeps), the sessions, the inbox messages (with "
+        "those sessions, and by age before the cutoff) and the stored prompts removed, and the totals. "
+        "`runloops` applies the same rules by itself at start and every DSHLOOP_PRUNE_INTERVAL_SECONDS."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -41,7 +41,12 @@ class Command(BaseCommand):
 
         pruned = prune(now=timezone.now(), dry_run=dry_run, on_loop=report)
         self.stdout.write(f"sessions the embedded host made for `new` runs: {verb} {pruned.sessions} with their runs")
-        self.stdout.write(f"inbox: {verb} {pruned.inbox_messages} message(s) created before {iso(pruned.inbox_cutoff)}")
         self.stdout.write(
-            f"total: {verb} {pruned.runs} run(s) of {pruned.loops} loop(s) and {pruned.inbox_messages} inbox message(s)"
+            f"inbox: {verb} {pruned.messages} message(s): {pruned.session_messages} of those sessions, "
+            f"{pruned.inbox_messages} others created before {iso(pruned.inbox_cutoff)}"
+        )
+        self.stdout.write(f"prompts no run refers to any more: {verb} {pruned.prompts}")
+        self.stdout.write(
+            f"total: {verb} {pruned.runs} run(s) of {pruned.loops} loop(s), {pruned.sessions} session(s), "
+            f"{pruned.messages} inbox message(s) and {pruned.prompts} prompt(s)"
         )
