@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from loops import schedules
+from loops import schedule_gaps, schedules
 from loops.models import Loop
 from tests.conftest import ApiClient, error_of
 
@@ -61,7 +61,7 @@ NOW = datetime(2026, 12, 3, 12, tzinfo=UTC)
     ],
 )
 def test_the_shortest_gap_is_the_period_or_the_cron_schedules_shortest(schedule, gap):
-    assert schedules.shortest_gap(schedule, now=NOW, host_tz="UTC") == gap
+    assert schedule_gaps.shortest_gap(schedule, now=NOW, host_tz="UTC") == gap
 
 
 # --- loop_create ------------------------------------------------------------------------------------
