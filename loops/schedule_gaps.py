@@ -26,7 +26,7 @@ from itertools import pairwise
 from croniter import croniter
 
 from loops.schedules import After, Cron, Every, Schedule, load_zone, normalize_cron
-from loops.zone_transitions import offset_changes
+from loops.zone_transitions import offset_changes, rule_decides_from
 
 _DAY = 86_400
 _EPOCH_DAY = date(1970, 1, 1).toordinal()
@@ -207,17 +207,18 @@ def _day_distances(days: _Days, year: int) -> set[int]:
 
 
 class _Clock:
-    """The scheduler's wall-time rule (schedules.first_instant: a missing wall time is skipped, a
-    repeated one fires at its first instant) over the zone's listed changes, in epoch seconds."""
+    """The scheduler's wall-time rule (as schedules._first_instant: a missing wall time is skipped, a
+    repeated one fires at its first instant) over the zone's changes, in epoch seconds."""
 
-    def __init__(self, zone: zoneinfo.ZoneInfo, start: datetime, end_year: int):
-        changes = offset_changes(zone, start, datetime(end_year, 1, 1, tzinfo=UTC))
-        first = changes.transitions[0].before if changes.transitions else start.astimezone(zone).utcoffset()
+    def __init__(self, zone: zoneinfo.ZoneInfo, first_year: int, last_year: int):
+        start = datetime(first_year, 1, 1, tzinfo=UTC)
+        changes = offset_changes(zone, start, datetime(last_year + 1, 1, 1, tzinfo=UTC))
+        first = changes[0].before if changes else start.astimezone(zone).utcoffset()
         assert first is not None
-        self.first_year, self.last_year = start.year - 1, end_year - 1  # the years it can map
-        self.listed_until = changes.listed_until  # after it the zone's rule alone decides
-        self.changes = [int(change.at.timestamp()) for change in changes.transitions]
-        self.offsets = [int(first.total_seconds())] + [int(c.after.total_seconds()) for c in changes.transitions]
+        self.first_year, self.last_year = first_year, last_year  # the years whose wall times it maps
+        self.rule_from = int(rule_decides_from(zone).timestamp())
+        self.changes = [int(change.at.timestamp()) for change in changes]
+        self.offsets = [int(first.total_seconds())] + [int(change.after.total_seconds()) for change in changes]
 
     def local(self, instant: int) -> int:
         return instant + self.offsets[bisect_right(self.changes, instant)]
@@ -259,12 +260,11 @@ def shortest_gap(schedule: Schedule, *, now: datetime, host_tz: str) -> timedelt
 @functools.lru_cache(maxsize=64)
 def _clock(zone_name: str, year: int) -> _Clock:
     # A zone's changes depend on it and the year only: read once per process for every expression.
+    # From the year before (a pair can start there), through a whole calendar cycle after the
+    # zone's table ends (later years repeat it), and a margin for the pairs that end past it.
     zone = load_zone(zone_name)
-    start = datetime(year, 1, 1, tzinfo=UTC)
-    listed_until = offset_changes(zone, start, start).listed_until
-    periodic_from = max(year, datetime.fromtimestamp(listed_until, UTC).year + 1)
-    end_year = min(periodic_from + _CYCLE_YEARS + _MARGIN_YEARS, _LAST_YEAR)
-    return _Clock(zone, start, end_year)
+    periodic_from = max(year, rule_decides_from(zone).year + 1)
+    return _Clock(zone, year - 1, min(periodic_from + _CYCLE_YEARS + _MARGIN_YEARS, _LAST_YEAR))
 
 
 def _cron_shortest_gap(expr: str, zone_name: str, now: datetime) -> int | None:
@@ -285,7 +285,7 @@ def _across_changes(shape: _Shape, clock: _Clock, now_s: int) -> int | None:
     best = None
     # Under the zone's rule, a change and the wall times within two years of it are the same in
     # every year whose own kind and its neighbours' (weekday of 1 January, leap or not) are the same.
-    ruled_from = max(clock.listed_until, now_s) + 2 * _YEAR
+    ruled_from = max(clock.rule_from, now_s) + 2 * _YEAR
     known: dict[tuple[int, ...], int | None] = {}
     for change, before, after in zip(clock.changes, clock.offsets, clock.offsets[1:], strict=False):
         reach = change + before  # the wall time at which the old offset ends
@@ -302,7 +302,7 @@ def _across_changes(shape: _Shape, clock: _Clock, now_s: int) -> int | None:
                 gap = known[key]
                 best = gap if best is None or (gap is not None and gap < best) else best
                 continue
-        gap = _gap_across(shape, clock, now_s, change, reach)
+        gap = _gap_across(shape, clock, now_s, change, reach, reach + max(0, after - before))
         if key is not None and (gap is None or gap < 2 * _YEAR - 2 * _DAY):
             known[key] = gap
         if gap is not None and (best is None or gap < best):
@@ -310,11 +310,13 @@ def _across_changes(shape: _Shape, clock: _Clock, now_s: int) -> int | None:
     return best
 
 
-def _gap_across(shape: _Shape, clock: _Clock, now_s: int, change: int, reach: int) -> int | None:
+def _gap_across(shape: _Shape, clock: _Clock, now_s: int, change: int, reach: int, resume: int) -> int | None:
+    """The gap between the last occurrence before `change` and the first from it on: wall times
+    before `reach` (where the old offset ends) and from `resume` (where the new one's begin)."""
     earlier = next((u for u in _instants_before(shape, clock, reach) if u < change), None)
     if earlier is None or earlier <= now_s:
         return None  # the change comes before the first occurrence after now
-    later = next((u for u in _instants_from(shape, clock, reach) if u >= change), None)
+    later = next((u for u in _instants_from(shape, clock, resume) if u >= change), None)
     return None if later is None else later - earlier
 
 

@@ -18,11 +18,13 @@ import struct
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from itertools import pairwise
 
 _DAY = 86_400
 # Sampling step of the fallback (a zone whose file or rule cannot be read): the closest two future
 # changes of any zone in tzdata 2025 are 6.96 days apart (Asia/Gaza), far above one day.
 _SAMPLE_STEP = _DAY
+_UNREAD_RULE_FROM = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -35,12 +37,6 @@ class Transition:
     def shift(self) -> timedelta:
         """How far wall clocks jump: positive springs forward (a gap), negative falls back."""
         return self.after - self.before
-
-
-@dataclass(frozen=True)
-class ZoneChanges:
-    listed_until: int  # epoch seconds of the table's last change: after it the zone's rule alone decides
-    transitions: tuple[Transition, ...]  # sorted, in the range asked for
 
 
 def _offset(zone: zoneinfo.ZoneInfo, epoch: int) -> timedelta:
@@ -168,9 +164,10 @@ def _confirmed(zone: zoneinfo.ZoneInfo, candidates: tuple[int, ...], start: int,
 
 
 def _ruled(zone: zoneinfo.ZoneInfo, footer: str, start: int, end: int) -> list[Transition]:
-    """The changes in [start, end) of a zone whose table ended before start: its rule's, checked
-    against zoneinfo for the first year (zoneinfo computes a rule's changes afresh at each far-future
-    lookup, ~20 µs, too slow for centuries of them); sampled if the rule is unreadable or disagrees."""
+    """The changes in [start, end) of a zone whose table ended before start: its rule's. zoneinfo
+    works a rule's changes out afresh at each lookup past the table (~20 µs each here, too slow for
+    centuries of them), so it checks only the first two years; sampled if the rule is unreadable or
+    zoneinfo disagrees."""
     first_year, last_year = (datetime.fromtimestamp(moment, UTC).year for moment in (start, end))
     ruled = _rule_changes(footer, first_year, last_year)
     if ruled is None:
@@ -181,9 +178,14 @@ def _ruled(zone: zoneinfo.ZoneInfo, footer: str, start: int, end: int) -> list[T
             transitions.append(Transition(datetime.fromtimestamp(at, UTC), offset, after))
         if start < at:
             offset = after
-    year_on = [change for change in transitions if change.at.year <= first_year + 1]
-    if year_on != _sampled(zone, start, min(end, int(datetime(first_year + 2, 1, 1, tzinfo=UTC).timestamp()))):
-        return _sampled(zone, start, end)
+    checked_until = start + 2 * 366 * _DAY
+    bounds = [start] + [int(change.at.timestamp()) for change in transitions if change.at.timestamp() < checked_until]
+    expected = [transitions[0].before if transitions else offset] + [change.after for change in transitions]
+    for index, (low, high) in enumerate(pairwise([*bounds, min(checked_until, end)])):
+        if high > low and {_offset(zone, low), _offset(zone, (low + high) // 2), _offset(zone, high - 1)} != {
+            expected[index]
+        }:
+            return _sampled(zone, start, end)
     return transitions
 
 
@@ -210,13 +212,22 @@ def _listed(key: str) -> tuple[tuple[int, ...], str] | None:
         return None
 
 
-def offset_changes(zone: zoneinfo.ZoneInfo, start: datetime, end: datetime) -> ZoneChanges:
+def rule_decides_from(zone: zoneinfo.ZoneInfo) -> datetime:
+    """From when the zone's rule alone decides its changes: its table's last change (the epoch for a
+    zone whose table lists none); 2100 if its file cannot be read (no zone's table in tzdata 2025
+    goes past 2087)."""
+    listed = _listed(zone.key)
+    if listed is None:
+        return _UNREAD_RULE_FROM
+    return datetime.fromtimestamp(listed[0][-1] if listed[0] else 0, UTC)
+
+
+def offset_changes(zone: zoneinfo.ZoneInfo, start: datetime, end: datetime) -> tuple[Transition, ...]:
     """The zone's UTC-offset changes in [start, end), in order."""
     begin, finish = int(start.timestamp()), int(end.timestamp())
     listed = _listed(zone.key)
     if listed is None:
-        return ZoneChanges(begin, tuple(_sampled(zone, begin, finish)))
+        return tuple(_sampled(zone, begin, finish))
     table, footer = listed
     until = max(table[-1] if table else begin, begin)
-    transitions = _confirmed(zone, table, begin, min(until + 1, finish)) + _ruled(zone, footer, until, finish)
-    return ZoneChanges(until, tuple(transitions))
+    return tuple(_confirmed(zone, table, begin, min(until + 1, finish)) + _ruled(zone, footer, until, finish))
