@@ -40,7 +40,11 @@ _LAST = 0  # the nth "L" of a weekday: days[_LAST - 1] is the month's last one
 
 @dataclass
 class _Days:
-    """Which days a cron expression fires on, decided as croniter 7 decides it."""
+    """Which days a cron expression fires on, decided as croniter 7 decides it.
+
+    One bound, on the side of refusing: when "#" or "W" sits on one side of an OR and that side has
+    no day within croniter's 50-year search, croniter stops (the scheduler then fires no more);
+    here the other side's days still count, which can only make a gap shorter, never longer."""
 
     months: frozenset[int]
     dom: frozenset[int] | None  # None: any day of the month
@@ -286,7 +290,7 @@ def _across_changes(shape: _Shape, clock: _Clock, now_s: int) -> int | None:
     # Under the zone's rule, a change and the wall times within two years of it are the same in
     # every year whose own kind and its neighbours' (weekday of 1 January, leap or not) are the same.
     ruled_from = max(clock.rule_from, now_s) + 2 * _YEAR
-    known: dict[tuple[int, ...], int | None] = {}
+    known: dict[tuple[int, ...], int] = {}
     for change, before, after in zip(clock.changes, clock.offsets, clock.offsets[1:], strict=False):
         reach = change + before  # the wall time at which the old offset ends
         key = None
@@ -299,11 +303,10 @@ def _across_changes(shape: _Shape, clock: _Clock, now_s: int) -> int | None:
                 *map(_year_kind, range(year - 2, year + 3)),
             )
             if key in known:
-                gap = known[key]
-                best = gap if best is None or (gap is not None and gap < best) else best
+                best = known[key] if best is None else min(best, known[key])
                 continue
         gap = _gap_across(shape, clock, now_s, change, reach, reach + max(0, after - before))
-        if key is not None and (gap is None or gap < 2 * _YEAR - 2 * _DAY):
+        if key is not None and gap is not None and gap < 2 * _YEAR - 2 * _DAY:
             known[key] = gap
         if gap is not None and (best is None or gap < best):
             best = gap

@@ -22,7 +22,7 @@ from itertools import pairwise
 
 _DAY = 86_400
 # Sampling step of the fallback (a zone whose file or rule cannot be read): the closest two future
-# changes of any zone in tzdata 2025 are 6.96 days apart (Asia/Gaza), far above one day.
+# changes of any zone in tzdata 2025b are 6.96 days apart (Asia/Gaza), far above one day.
 _SAMPLE_STEP = _DAY
 _UNREAD_RULE_FROM = datetime(2100, 1, 1, tzinfo=UTC)
 
@@ -214,7 +214,7 @@ def _listed(key: str) -> tuple[tuple[int, ...], str] | None:
 
 def rule_decides_from(zone: zoneinfo.ZoneInfo) -> datetime:
     """From when the zone's rule alone decides its changes: its table's last change (the epoch for a
-    zone whose table lists none); 2100 if its file cannot be read (no zone's table in tzdata 2025
+    zone whose table lists none); 2100 if its file cannot be read (no zone's table in tzdata 2025b
     goes past 2087)."""
     listed = _listed(zone.key)
     if listed is None:
