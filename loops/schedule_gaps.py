@@ -33,7 +33,8 @@ _EPOCH_DAY = date(1970, 1, 1).toordinal()
 _CYCLE_YEARS = 400  # the Gregorian calendar, and so a cron's firing days and a zone's rule, repeat
 # Years read past the cycle, so that the pair around the cycle's last change is read whole.
 _MARGIN_YEARS = 10
-_LAST_YEAR = 9999
+# The last year read: datetime ends with 9999, and a change's key looks two years past it.
+_LAST_YEAR = 9990
 _YEAR = 365 * _DAY
 _LAST = 0  # the nth "L" of a weekday: days[_LAST - 1] is the month's last one
 
@@ -268,7 +269,7 @@ def _clock(zone_name: str, year: int) -> _Clock:
     # zone's table ends (later years repeat it), and a margin for the pairs that end past it.
     zone = load_zone(zone_name)
     periodic_from = max(year, rule_decides_from(zone).year + 1)
-    return _Clock(zone, year - 1, min(periodic_from + _CYCLE_YEARS + _MARGIN_YEARS, _LAST_YEAR))
+    return _Clock(zone, min(year, _LAST_YEAR) - 1, min(periodic_from + _CYCLE_YEARS + _MARGIN_YEARS, _LAST_YEAR))
 
 
 def _cron_shortest_gap(expr: str, zone_name: str, now: datetime) -> int | None:
@@ -276,7 +277,7 @@ def _cron_shortest_gap(expr: str, zone_name: str, now: datetime) -> int | None:
     now_s = int(now.timestamp())
     best = _across_changes(shape, clock, now_s)
     today = clock.local(now_s) // _DAY + _EPOCH_DAY
-    for value, within, distance in _wall_gaps(shape, now.year):
+    for value, within, distance in _wall_gaps(shape):
         if best is not None and value >= best:
             break
         if _occurs(shape, clock, now_s, today, value, within, distance):
@@ -352,14 +353,14 @@ def _instants_from(shape: _Shape, clock: _Clock, reach: int) -> Iterator[int]:
                 yield instant
 
 
-def _wall_gaps(shape: _Shape, year: int) -> list[tuple[int, tuple[int, ...], int | None]]:
+def _wall_gaps(shape: _Shape) -> list[tuple[int, tuple[int, ...], int | None]]:
     """Each wall-clock gap that occurs, shortest first: (seconds, the indexes i of times whose gap to
     times[i + 1] it is, the distance in days between two firing days whose gap it is)."""
     times = shape.times
     within: dict[int, list[int]] = {}
     for index, (earlier, later) in enumerate(pairwise(times)):
         within.setdefault(later - earlier, []).append(index)
-    across = {distance * _DAY + times[0] - times[-1]: distance for distance in _day_distances(shape.days, year)}
+    across = {distance * _DAY + times[0] - times[-1]: distance for distance in _day_distances(shape.days, 2000)}
     return [(value, tuple(within.get(value, ())), across.get(value)) for value in sorted(within.keys() | across.keys())]
 
 
