@@ -13,7 +13,7 @@ import zoneinfo
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import islice, pairwise
+from itertools import islice
 from typing import ClassVar
 
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -305,24 +305,6 @@ def _offset(moment: datetime) -> timedelta:
     offset = moment.utcoffset()
     assert offset is not None, moment
     return offset
-
-
-# How many occurrences shortest_gap reads of a cron schedule. A cron expression repeats its fires
-# day after day, so its shortest gap shows within its first days; a daily or twice-daily one is
-# read for more than a year, through both DST changes (which can shorten a gap by an hour).
-GAP_SAMPLE = 1_000
-
-
-def shortest_gap(schedule: Schedule, *, now: datetime, host_tz: str) -> timedelta | None:
-    """The shortest time between two consecutive occurrences: an `every` schedule's period; for a
-    cron schedule the shortest gap among its next GAP_SAMPLE occurrences from `now` (its gaps may
-    vary: "0 9,12 * * 1-5" has 3 hours and 2 days); None for a one-shot, or a cron that fires once."""
-    if isinstance(schedule, Every):
-        return timedelta(seconds=schedule.every_seconds)
-    if isinstance(schedule, After):
-        return None
-    instants = upcoming(schedule, created_at=now, start=now, count=GAP_SAMPLE, host_tz=host_tz)
-    return min((later - earlier for earlier, later in pairwise(instants)), default=None)
 
 
 def _cron_latest(cron: Cron, now: datetime, host_tz: str) -> datetime | None:

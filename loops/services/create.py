@@ -21,6 +21,7 @@ from core.timeutil import truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopState
+from loops.schedule_gaps import shortest_gap
 from loops.schemas import LoopCreateIn
 from loops.selectors import active_loops_in_quota
 from loops.services.unattended import unattended_defaults
@@ -70,7 +71,7 @@ def check_interval(*, schedule: schedules.Schedule, target: str, now: datetime) 
     floor = settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS
     if target != ReservedTarget.NEW or not floor or schedule.one_shot:
         return
-    gap = schedules.shortest_gap(schedule, now=now, host_tz=settings.TIME_ZONE)
+    gap = shortest_gap(schedule, now=now, host_tz=settings.TIME_ZONE)
     if gap is None or gap >= timedelta(seconds=floor):
         return
     raise IntervalTooShort(

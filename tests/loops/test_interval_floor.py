@@ -1,7 +1,8 @@
 """contract §14 interval_too_short: an every/cron loop targeting `new` starts a fresh agent at each
 occurrence, so it fires at most every DSHLOOP_MIN_NEW_INTERVAL_SECONDS (300 by default); a cron
-schedule's shortest gap counts. Loops into existing sessions, and one-shots, keep no floor. MCP
-answers the same error (tests/tools/mcp/test_mcp_tools.py ERROR_CASES)."""
+schedule's shortest gap counts, wherever in its future it comes (tests/loops/test_schedule_gaps.py
+holds its properties). Loops into existing sessions, and one-shots, keep no floor. MCP answers the
+same error (tests/tools/mcp/test_mcp_tools.py ERROR_CASES)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
-from loops import schedules
+from loops import schedule_gaps, schedules
 from loops.models import Loop
 from tests.conftest import ApiClient, error_of
 
@@ -61,7 +63,7 @@ NOW = datetime(2026, 12, 3, 12, tzinfo=UTC)
     ],
 )
 def test_the_shortest_gap_is_the_period_or_the_cron_schedules_shortest(schedule, gap):
-    assert schedules.shortest_gap(schedule, now=NOW, host_tz="UTC") == gap
+    assert schedule_gaps.shortest_gap(schedule, now=NOW, host_tz="UTC") == gap
 
 
 # --- loop_create ------------------------------------------------------------------------------------
@@ -82,6 +84,32 @@ def test_a_cron_new_loop_counts_its_shortest_gap(api):
     assert_too_short(create(api, cron("0,3 9 * * *", "Asia/Shanghai")), "180 s")
     assert create(api, cron("*/5 * * * *")).status_code == 200
     assert create(api, cron("0 9,12 * * 1-5", "Asia/Shanghai")).status_code == 200
+
+
+# Both fire at least 10 minutes apart for more than 1,000 occurrences from the day they are made.
+# Twice a night (1:00, 1:59, 3:00, 3:59, ...): New York's spring change (2:00 -> 3:00, on 8 March
+# 2027) puts 1:59 and 3:00 one minute apart, at occurrence 2,402.
+SPRING_ONCE_A_YEAR = (
+    "0,59 1,3,5,7,9,11,13,15,17,19,21,23 * * *",
+    "America/New_York",
+    datetime(2026, 12, 3, tzinfo=UTC),
+)
+# Every odd day of February and March, at 23:57 and just after midnight: 29 February and 1 March
+# are the only consecutive days it fires on, so 23:57 -> 0:00 (3 minutes) comes in leap years only.
+LEAP_FEBRUARY = ("0,10,20,30,40,57 0-20/2,23 */2 2,3 *", "Europe/Berlin", datetime(2028, 3, 2, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("expr", "tz", "now", "apart"),
+    [(*SPRING_ONCE_A_YEAR, "60 s"), (*LEAP_FEBRUARY, "180 s")],
+    ids=["dst", "leap-february"],
+)
+def test_a_cron_new_loop_whose_short_gap_comes_only_months_or_years_later_is_refused(api, expr, tz, now, apart):
+    first = schedules.upcoming(schedules.Cron(expr, tz), created_at=now, start=now, count=1_000, host_tz="UTC")
+    assert min(later - earlier for earlier, later in zip(first, first[1:], strict=False)) >= timedelta(minutes=10)
+    with time_machine.travel(now, tick=False):
+        assert_too_short(create(api, cron(expr, tz)), apart)
+    assert not Loop.objects.exists()
 
 
 def test_the_v1_interval_alias_is_held_to_the_floor_too(api):
@@ -125,6 +153,7 @@ def test_an_edit_to_a_shorter_schedule_or_to_new_is_refused_and_changes_nothing(
     assert_too_short(patch(manage_api, fresh, {"schedule": every(120)}), "120 s")
     assert_too_short(patch(manage_api, fresh, {"schedule": cron("*/1 * * * *")}), "60 s")
     assert_too_short(patch(manage_api, into_session, {"session_id": "new"}), "60 s")
+    assert_too_short(patch(manage_api, fresh, {"schedule": cron(*SPRING_ONCE_A_YEAR[:2])}), "60 s")
     assert list(Loop.objects.order_by("revision").values_list("revision", flat=True)) == [1, 1]
     assert Loop.objects.get(loop_id=fresh).schedule == schedules.Every(600)
 
