@@ -138,6 +138,13 @@ class Workspaces(Protocol):
         """The workspaces' directories the host knows, for an operator to choose from."""
         ...
 
+    def directory_problem(self, path: str) -> str:
+        """Why the host could not start a session in the absolute directory `path` (it does not
+        exist, is no directory, or cannot be read), in the host's words; "" when it can. Asked
+        before a workspace is stored, so that a wrong one is refused then, not at its next run.
+        Raises HostError when the host cannot be asked."""
+        ...
+
     def cancel_turn(self, session_id: str) -> None:
         """Cancel the session's running turn (nothing if it has none). Raises HostError."""
         ...

@@ -15,6 +15,7 @@ What maps to what:
   session); then `/permission <preset>` through `commands/execute`, before any prompt (contract §14,
   docs/dsh-unattended.md §2).
 - a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
+  whether a directory can be one <- `host.listDirectory {path}` (`directory-unreadable` if not);
   cancelling a turn <- `session.cancel`.
 - deliver <- `session.prompt` with `steer` for a running target (next step) and `queue` otherwise
   (next turn), its `rpcId` the occurrence key. DSH does not deduplicate a repeated rpcId, and a
@@ -231,6 +232,18 @@ class DshHost:
         value = self.wire.call("workspace.list", {})
         items = json_array(json_object(value).get("items"))
         return sorted({path for item in items if (path := json_string(json_object(item).get("path")))})
+
+    def directory_problem(self, path: str) -> str:
+        # DSH's own look at the directory (host.listDirectory opens it, read-only, and lists at most
+        # 1,000 subdirectories): what DSH's process sees is what a session there gets, whatever
+        # dshloop's view of the filesystem (another OS user, a container on the same loopback).
+        try:
+            self.wire.call("host.listDirectory", {"path": path})
+        except DshError as exc:
+            if exc.code == "directory-unreadable":  # ENOENT, ENOTDIR, EACCES, … in DSH's words
+                return exc.said
+            raise
+        return ""
 
     def cancel_turn(self, session_id: str) -> None:
         try:
