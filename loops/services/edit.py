@@ -17,9 +17,9 @@ from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState, Overlap
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
+from loops.selectors import loop_get
 from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
 from loops.services.locking import effective_now, has_open_run, locked_loop
-from loops.selectors import loop_get
 from loops.services.unattended import (
     UNATTENDED_FIELDS,
     check_permission_preset,

@@ -103,5 +103,8 @@ class DshClient:
         code = str(error.get("code") or "unknown")
         message = str(error.get("message") or "no message")
         raise DshError(
-            f"DSH {method} failed with {code}: {message}", code=code, said=message, transient=code not in PERMANENT_CODES
+            f"DSH {method} failed with {code}: {message}",
+            code=code,
+            said=message,
+            transient=code not in PERMANENT_CODES,
         )

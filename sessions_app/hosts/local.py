@@ -10,7 +10,6 @@ from sessions_app.models import SessionStatus
 from ..records import PresetInfo, SessionInfo
 from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement
 
-
 # The global interface a fresh install gets, unless DSHLOOP_GLOBAL_SESSION_ID names another.
 GLOBAL_SESSION_ID = "ses_global"
 GLOBAL_SESSION_TITLE = "Global interface"

@@ -163,9 +163,7 @@ def directories(monkeypatch) -> DirectoryHost:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_workspace_the_host_says_does_not_exist_is_refused_before_the_loop_is_locked(
-    api, manage_api, directories
-):
+def test_a_workspace_the_host_says_does_not_exist_is_refused_before_the_loop_is_locked(api, manage_api, directories):
     loop_id = create(api, session_id="new")
 
     response = patch(manage_api, loop_id, {"workspace": "/nonexistent/dir", "overlap": "skip"})
