@@ -47,9 +47,11 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     # The host first, before the loop's row is locked: the scheduler's claim of this loop waits on
     # that lock, and a slow host must not hold it (check, then record). What it says stays true
     # under the lock: a directory's state, and the creator's workspace (a loop's creator never changes).
-    creator = loop_get(loop_id).created_by_session_id  # an unknown loop: 404, before anything else
+    current = loop_get(loop_id)  # an unknown loop: 404, before anything else
     check_workspace(changes.get("workspace"))
-    becoming_new = unattended_defaults(creator=creator) if changes.get("target") == ReservedTarget.NEW else None
+    becoming_new = None
+    if changes.get("target") == ReservedTarget.NEW and current.session_id != ReservedTarget.NEW:
+        becoming_new = unattended_defaults(creator=current.created_by_session_id)
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)  # `before` is read from it: the revision this edit follows
         now = effective_now(now)
@@ -129,7 +131,8 @@ def _edit_unattended(loop: Loop, changes: dict, *, target: str, becoming_new: di
         loop.workspace, loop.permission_preset, loop.overlap = "", "", Overlap.ALLOW
         return
     if loop.session_id != ReservedTarget.NEW:
-        assert becoming_new is not None  # the target changes to "new": loop_edit asked for them
+        if becoming_new is None:  # another edit moved it away from `new` since loop_edit looked: rare
+            becoming_new = unattended_defaults(creator=loop.created_by_session_id)
         for field, value in becoming_new.items():
             setattr(loop, field, value)
     if "permission_preset" in given:

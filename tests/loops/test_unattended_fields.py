@@ -145,10 +145,12 @@ class DirectoryHost(LocalHost):
 
     def __init__(self, existing: set[str]):
         self.existing = existing
+        self.creator_workspace = ""  # every session's, as session.list would say
         self.asked: list[tuple[str, bool]] = []
 
     def session_workspace(self, session_id: str) -> str:
-        return ""
+        self.asked.append((f"session {session_id}", connection.in_atomic_block))
+        return self.creator_workspace
 
     def directory_problem(self, path: str) -> str:
         self.asked.append((path, connection.in_atomic_block))
@@ -165,6 +167,7 @@ def directories(monkeypatch) -> DirectoryHost:
 @pytest.mark.django_db(transaction=True)
 def test_a_workspace_the_host_says_does_not_exist_is_refused_before_the_loop_is_locked(api, manage_api, directories):
     loop_id = create(api, session_id="new")
+    directories.asked.clear()  # the creator's workspace, captured at creation
 
     response = patch(manage_api, loop_id, {"workspace": "/nonexistent/dir", "overlap": "skip"})
 
@@ -190,7 +193,7 @@ def test_a_workspace_the_host_says_does_not_exist_is_refused_before_the_loop_is_
 
 
 def test_an_unknown_loop_is_404_before_its_workspace_is_asked_about(manage_api, directories):
-    response = patch(manage_api, "loop_nope", {"workspace": "/nonexistent/dir"})
+    response = patch(manage_api, "loop_nope", {"workspace": "/nonexistent/dir", "session_id": "new"})
     assert response.status_code == 404 and error_of(response)["code"] == "unknown_loop"
     assert directories.asked == []
 
@@ -208,3 +211,20 @@ def test_a_host_that_cannot_be_asked_refuses_the_edit_with_the_reason(api, manag
     assert error_of(response)["code"] == "target_unavailable"
     assert "DSH is unreachable" in error_of(response)["message"]
     assert Loop.objects.get(loop_id=loop_id).revision == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_loop_moved_to_new_asks_for_its_creator_s_workspace_before_it_is_locked(
+    api, manage_api, make_session, directories
+):
+    make_session("ses_target", status="idle")
+    loop_id = create(api, session_id="ses_target")
+    directories.creator_workspace = "/srv/reports"
+
+    moved = patch(manage_api, loop_id, {"session_id": "new"})
+
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["workspace"] == "/srv/reports"  # the creator's, as loop_create captures it
+    assert directories.asked == [("session ses_caller", False)]
+    assert patch(manage_api, loop_id, {"session_id": "new", "overlap": "skip"}).status_code == 200
+    assert len(directories.asked) == 1  # already `new`: nothing to capture again
