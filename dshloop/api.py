@@ -22,6 +22,7 @@ from core.validation import check_identifier, invalid_input_from
 from dshloop.middleware import error_for_exception, with_retry_after
 from loops.api import loops_router, manage_router
 from monitoring.health import router as health_router
+from monitoring.metrics import series_catalogue
 from scheduler.api import host_runs_router
 from sessions_app.api import host_router
 from sessions_app.hosts.base import HostError
@@ -67,10 +68,7 @@ api = DshloopApi(
     description=(
         "Durable cross-session loops for agent sessions. Tools at /api/tools/<name>. "
         "Outside /api/: `GET /metrics` (scope manage) answers in the Prometheus text format "
-        "(dshloop_occurrences_total{result}, dshloop_missed_occurrences_total, "
-        "dshloop_delivery_lateness_seconds, dshloop_due_backlog, dshloop_open_runs, "
-        "dshloop_oldest_open_run_age_seconds, dshloop_loops{state}, dshloop_scheduler_instances, "
-        "dshloop_scheduler_last_tick_timestamp_seconds, dshloop_http_unexpected_errors_total); see docs/monitoring.md "
+        f"({', '.join(series_catalogue())}); see docs/monitoring.md "
         'in the repository. Every error has the body `{"error": {"code", "message", "field"?}}`; '
         "besides each operation's own, any of them may answer 503 `unavailable` (the database cannot be reached: "
         "retry after the `Retry-After` header's seconds) or, for a bug, 500 `internal_error`."

@@ -77,6 +77,25 @@ def env_choice(name: str, default: str, choices: set[str]) -> str:
     return value
 
 
+def env_listed(name: str, default: str, allowed: list[str], *, listed_in: str) -> str:
+    """One of the values another setting lists (`listed_in`), e.g. the default among the choices."""
+    value = env_str(name) or default
+    if value not in allowed:
+        raise ImproperlyConfigured(
+            f"{name} must be one of {listed_in} ({', '.join(allowed)}), not {value!r}: choose one of those, "
+            f"or add it to {listed_in}."
+        )
+    return value
+
+
+def env_int_over(name: str, default: int, *, floor: int, why: str) -> int:
+    """An integer that must exceed `floor`, a bound other settings give (`why` says which)."""
+    value = env_int(name, default)
+    if value <= floor:
+        raise ImproperlyConfigured(f"{name} must be more than {floor} ({why}), not {value}.")
+    return value
+
+
 def env_time_zone(name: str, default: str) -> str:
     value = env_str(name, default)
     if value not in zoneinfo.available_timezones():
@@ -318,7 +337,12 @@ DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS = env_bool("DSHLOOP_FRESH_RUNS_MAY_CREATE_LO
 DSHLOOP_PERMISSION_PRESETS = env_list(
     "DSHLOOP_PERMISSION_PRESETS", ["read-only", "workspace-write", "danger-full-access"]
 )
-DSHLOOP_DEFAULT_PERMISSION_PRESET = env_str("DSHLOOP_DEFAULT_PERMISSION_PRESET", "read-only")
+DSHLOOP_DEFAULT_PERMISSION_PRESET = env_listed(
+    "DSHLOOP_DEFAULT_PERMISSION_PRESET",
+    "read-only",
+    DSHLOOP_PERMISSION_PRESETS,
+    listed_in="DSHLOOP_PERMISSION_PRESETS",
+)
 # Contract §14: a `new` run whose turn is still going this long after its delivery is cancelled in
 # the host and recorded failed ("timed out after …"); a run into an existing session is only
 # recorded as having no outcome within it (it is a person's conversation).
@@ -330,9 +354,17 @@ DSHLOOP_MAX_CONCURRENT_NEW_RUNS = env_int("DSHLOOP_MAX_CONCURRENT_NEW_RUNS", 4, 
 # enforces the run timeout: a slot for a fresh agent frees at most this long after its turn ended.
 DSHLOOP_OUTCOME_POLL_SECONDS = env_int("DSHLOOP_OUTCOME_POLL_SECONDS", 5)
 # How long a claimed or started delivery may stay open before another scheduler re-drives it
-# (a crashed process's runs wait this long). Keep it above a delivery's worst case: three host
-# calls of DSHLOOP_HOST_TIMEOUT_SECONDS each.
-DSHLOOP_RUN_LEASE_SECONDS = env_int("DSHLOOP_RUN_LEASE_SECONDS", 45)
+# (a crashed process's runs wait this long). On a remote host it must outlast a delivery's worst
+# case, three host calls of DSHLOOP_HOST_TIMEOUT_SECONDS each, or a slow delivery still under way
+# would be sent again; the embedded host makes no calls (its row locks hold the runs), so it has no floor.
+_DELIVERY_WORST_CASE = 3 * DSHLOOP_HOST_TIMEOUT_SECONDS if DSHLOOP_HOST != "local" else 0
+DSHLOOP_RUN_LEASE_SECONDS = env_int_over(
+    "DSHLOOP_RUN_LEASE_SECONDS",
+    45,
+    floor=_DELIVERY_WORST_CASE,
+    why=f"three host calls of DSHLOOP_HOST_TIMEOUT_SECONDS={DSHLOOP_HOST_TIMEOUT_SECONDS} each, a delivery's worst "
+    f"case on DSHLOOP_HOST={DSHLOOP_HOST}: a shorter lease would re-drive a delivery still under way",
+)
 
 # A run's whole life (contract §10).
 # Consecutive failures of a recurring loop delay its next claim by these (the last repeats), and

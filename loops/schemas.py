@@ -3,6 +3,7 @@ generate the JSON Schemas handed to agents (GET /api/tools)."""
 
 from __future__ import annotations
 
+import posixpath
 import re
 import unicodedata
 from datetime import datetime
@@ -211,19 +212,34 @@ class LoopView(BaseModel):
     state: Literal["scheduled", "running", "overdue", "completed", "failed", "paused"]
 
 
-def _absolute_path(value: str) -> str:
+def normalised_directory(path: str) -> str:
+    """An absolute path with `.`, `..` and repeated or trailing slashes resolved by its text alone,
+    as DSH resolves a path it is given (Node's path.resolve). Symlinks are kept, not resolved: the
+    path names a directory on the host, which dshloop may not see as the host does, and DSH
+    resolves links itself each time it places a session (workspace.create takes the realpath), so a
+    link an operator repoints (`/srv/app/current`) is followed from the next run on."""
+    normal = posixpath.normpath(path)
+    # POSIX lets a leading "//" mean something else, so normpath keeps it; on Linux it is "/".
+    return "/" + normal.lstrip("/")
+
+
+def _workspace_path(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError("'workspace' must be an absolute directory path, e.g. \"/home/me/project\".")
     if any(unicodedata.category(ch).startswith("C") for ch in value):
         raise ValueError("'workspace' must not contain control characters.")
-    return value
+    return normalised_directory(value)
 
 
 Workspace = Annotated[
     str,
     Text(1024),
-    AfterValidator(_absolute_path),
-    Field(description="The absolute directory every fresh session of this loop starts in."),
+    AfterValidator(_workspace_path),
+    Field(
+        description="The absolute directory every fresh session of this loop starts in, stored normalised "
+        "(`.`, `..` and repeated slashes resolved; symlinks kept). On a host with workspaces (DSH) it must "
+        "be a directory the host can read: another is 422 invalid_input."
+    ),
 ]
 PermissionPreset = Annotated[
     Identifier,

@@ -14,6 +14,7 @@ keeps one series per scraped process, and rate() or increase() read it across re
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from loops.models import LoopState
 from monitoring import counters
 from monitoring.gauges import Gauges, read_gauges
 from tokens.auth import bearer_scope
@@ -156,6 +158,44 @@ class _ProcessCollector:
             "Requests this process answered 500 because of an unexpected exception (logged with its traceback).",
             value=_unexpected_errors.value,
         )
+
+
+def series_catalogue() -> list[str]:
+    """Every series GET /metrics answers, as a scrape names it, with its labels' values, e.g.
+    `dshloop_runs_skipped_total{reason=overlap|capacity}` (a histogram by its family's name). Built
+    by the functions that build a scrape, from nothing counted yet, so that a list made from it
+    (the API's description) cannot miss a series added to them."""
+    epoch = datetime.fromtimestamp(0, UTC)
+    nothing = Gauges(
+        at=epoch,
+        due_backlog=0,
+        open_runs=0,
+        oldest_open_run_claimed_at=None,
+        fresh_runs_running=0,
+        loops=dict.fromkeys(LoopState.values, 0),
+        unreadable_loops=0,
+        scheduler_instances=0,
+        last_tick_at=epoch,  # a heartbeat, so that the series absent without one is listed too
+    )
+    families = [
+        *_occurrence_metrics({}),
+        *_unattended_metrics({}),
+        *_gauge_metrics(nothing),
+        *_ProcessCollector().collect(),
+    ]
+    return [_series_name(family) for family in families]
+
+
+def _series_name(family) -> str:
+    if family.type == "histogram":
+        return family.name  # its _bucket{le}, _sum and _count are Prometheus's own
+    labels: dict[str, list[str]] = {}
+    for sample in family.samples:
+        for label, value in sample.labels.items():
+            if value not in labels.setdefault(label, []):
+                labels[label].append(value)
+    suffix = ",".join(f"{label}={'|'.join(values)}" for label, values in labels.items())
+    return family.samples[0].name + (f"{{{suffix}}}" if suffix else "")
 
 
 def render_metrics() -> bytes:

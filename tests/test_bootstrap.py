@@ -1,5 +1,6 @@
 """`manage.py bootstrap` (run by `make run`): on the embedded host a fresh install gets its global
-interface session, so `self` and the panel work from the first start (defect 4)."""
+interface session, so `self` and the panel work from the first start (defect 4); on any host, the
+host that declares it makes one (Capabilities.makes_global_session) is the one asked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from sessions_app.hosts.base import Capabilities, HostError
 from sessions_app.models import SessionHeader
 from sessions_app.services import session_upsert
 
@@ -73,3 +75,49 @@ def test_an_unflagged_ses_global_is_flagged_and_keeps_its_title(settings):
     assert len(global_lines(bootstrap())) == 1
     assert globals_() == [("ses_global", "Renamed by someone")]
     assert SessionHeader.objects.get(session_id="ses_global").preset == "coder"
+
+
+class MakerHost:
+    """A host outside dshloop's database that makes its own global interface session, whatever
+    DSHLOOP_HOST says: bootstrap goes by what a host declares, not by its name."""
+
+    capabilities = Capabilities(delivery_batch=1, transactional=False, makes_global_session=True)
+
+    def __init__(self, answer: str | HostError):
+        self.answer = answer
+        self.asked = 0
+
+    def ensure_global_session(self) -> str:
+        self.asked += 1
+        if isinstance(self.answer, HostError):
+            raise self.answer
+        return self.answer
+
+
+def test_the_global_session_is_made_by_whichever_host_declares_it_can(settings, monkeypatch):
+    settings.DSHLOOP_HOST = "http"
+    host = MakerHost('Global interface session created in Elsewhere: g-1 (the target "self")')
+    monkeypatch.setattr("dshloop.management.commands.bootstrap.get_host", lambda: host)
+    assert global_lines(bootstrap()) == ['Global interface session created in Elsewhere: g-1 (the target "self")']
+    assert not SessionHeader.objects.exists()  # the host made it, not dshloop
+
+    # --without-host: a host outside dshloop's database is not asked (it may not be up yet)...
+    call_command("bootstrap", "--without-host", stdout=StringIO())
+    assert host.asked == 1
+    # ...and one that is down does not stop the set-up.
+    host.answer = HostError("Elsewhere is unreachable.", transient=True)
+    out, err = StringIO(), StringIO()
+    call_command("bootstrap", stdout=out, stderr=err)
+    assert (
+        err.getvalue().strip()
+        == "The global interface session was not made (Elsewhere is unreachable.); `self` waits for it."
+    )
+
+
+def test_the_embedded_host_makes_its_global_session_even_without_host(settings):
+    settings.DSHLOOP_HOST = "local"
+    out = StringIO()
+    call_command("bootstrap", "--without-host", stdout=out)  # its sessions are dshloop's own rows
+    assert global_lines(out.getvalue().splitlines()) == [
+        'Global interface session created: ses_global (the target "self")'
+    ]

@@ -150,3 +150,56 @@ def test_make_run_writes_the_key_once_and_settings_read_it(var_dir):
     subprocess.run(make, env=env, check=True, capture_output=True, timeout=60)
     assert (var_dir / "secret_key").read_text().strip() == key
     assert settings_of(var_dir)["SECRET_KEY"] == key == settings_of(var_dir)["SECRET_KEY"]
+
+
+def loaded(var_dir: Path, *names: str, **env: str) -> dict:
+    code = f"print(json.dumps({{name: getattr(s, name) for name in {names!r}}}))"
+    done = import_settings(var_dir, code, **env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_default_permission_preset_must_be_one_of_the_allowed_presets(var_dir):
+    message = refused(var_dir, DSHLOOP_DEFAULT_PERMISSION_PRESET="workspace-writ")
+    assert message.endswith(
+        "DSHLOOP_DEFAULT_PERMISSION_PRESET must be one of DSHLOOP_PERMISSION_PRESETS (read-only, workspace-write, "
+        "danger-full-access), not 'workspace-writ': choose one of those, or add it to DSHLOOP_PERMISSION_PRESETS."
+    ), message
+    # The shipped default is checked too: narrowing the list without it is a start-up error.
+    assert "DSHLOOP_DEFAULT_PERMISSION_PRESET must be one of DSHLOOP_PERMISSION_PRESETS (workspace-write)" in refused(
+        var_dir, DSHLOOP_PERMISSION_PRESETS="workspace-write"
+    )
+    presets = ("DSHLOOP_PERMISSION_PRESETS", "DSHLOOP_DEFAULT_PERMISSION_PRESET")
+    assert loaded(var_dir, *presets, DSHLOOP_PERMISSION_PRESETS="read-only, ro-patched") == {
+        "DSHLOOP_PERMISSION_PRESETS": ["read-only", "ro-patched"],
+        "DSHLOOP_DEFAULT_PERMISSION_PRESET": "read-only",
+    }
+    assert (
+        loaded(
+            var_dir, *presets, DSHLOOP_PERMISSION_PRESETS="ro-patched", DSHLOOP_DEFAULT_PERMISSION_PRESET="ro-patched"
+        )["DSHLOOP_DEFAULT_PERMISSION_PRESET"]
+        == "ro-patched"
+    )
+
+
+@pytest.mark.parametrize("host", ["dsh", "http"])
+def test_on_a_remote_host_the_lease_must_outlast_three_host_timeouts(var_dir, host):
+    remote = {"DSHLOOP_HOST": host, "DSHLOOP_HOST_URL": "http://127.0.0.1:9"}
+    message = refused(var_dir, **remote, DSHLOOP_RUN_LEASE_SECONDS="30")  # DSHLOOP_HOST_TIMEOUT_SECONDS 10
+    assert message.endswith(
+        "DSHLOOP_RUN_LEASE_SECONDS must be more than 30 (three host calls of DSHLOOP_HOST_TIMEOUT_SECONDS=10 each, "
+        f"a delivery's worst case on DSHLOOP_HOST={host}: a shorter lease would re-drive a delivery still under way), "
+        "not 30."
+    ), message
+    assert "must be more than 60" in refused(var_dir, **remote, DSHLOOP_HOST_TIMEOUT_SECONDS="20")  # the 45 s default
+    lease = ("DSHLOOP_RUN_LEASE_SECONDS",)
+    assert loaded(var_dir, *lease, **remote) == {"DSHLOOP_RUN_LEASE_SECONDS": 45}
+    assert loaded(var_dir, *lease, **remote, DSHLOOP_RUN_LEASE_SECONDS="4", DSHLOOP_HOST_TIMEOUT_SECONDS="1") == {
+        "DSHLOOP_RUN_LEASE_SECONDS": 4
+    }
+
+
+def test_the_embedded_host_makes_no_host_calls_so_its_lease_has_no_such_floor(var_dir):
+    assert loaded(var_dir, "DSHLOOP_RUN_LEASE_SECONDS", DSHLOOP_RUN_LEASE_SECONDS="3") == {
+        "DSHLOOP_RUN_LEASE_SECONDS": 3
+    }

@@ -17,9 +17,15 @@ from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState, Overlap
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
+from loops.selectors import loop_get
 from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
 from loops.services.locking import effective_now, has_open_run, locked_loop
-from loops.services.unattended import UNATTENDED_FIELDS, check_permission_preset, unattended_defaults
+from loops.services.unattended import (
+    UNATTENDED_FIELDS,
+    check_permission_preset,
+    check_workspace,
+    unattended_defaults,
+)
 from sessions_app.models import ReservedTarget
 
 EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS)
@@ -31,11 +37,21 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     starts again there); a new prompt or name does not. Each edit that changes something
     increments the revision; a run already in flight finishes with its old one.
 
-    A completed loop is refused: 409 loop_completed (pause refuses it too). A failed loop given a new schedule or
+    A workspace the host can tell it could not use is refused on its field (check_workspace), and
+    one given is stored normalised (LoopPatchIn). A completed loop is refused: 409 loop_completed
+    (pause refuses it too). A failed loop given a new schedule or
     target is scheduled again from now; a new prompt or name alone leaves it failed, for a retry
     to fire."""
     unknown = set(changes) - set(EDITABLE)
     assert not unknown, unknown
+    # The host first, before the loop's row is locked: the scheduler's claim of this loop waits on
+    # that lock, and a slow host must not hold it (check, then record). What it says stays true
+    # under the lock: a directory's state, and the creator's workspace (a loop's creator never changes).
+    current = loop_get(loop_id)  # an unknown loop: 404, before anything else
+    check_workspace(changes.get("workspace"))
+    becoming_new = None
+    if changes.get("target") == ReservedTarget.NEW and current.session_id != ReservedTarget.NEW:
+        becoming_new = unattended_defaults(creator=current.created_by_session_id)
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)  # `before` is read from it: the revision this edit follows
         now = effective_now(now)
@@ -59,7 +75,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         if target != loop.session_id:
             lock_quota_count(target=target, creator=loop.created_by_session_id)
             check_loop_quota(target=target, creator=loop.created_by_session_id)
-        _edit_unattended(loop, changes, target=target)
+        _edit_unattended(loop, changes, target=target, becoming_new=becoming_new)
         if "name" in changes:
             loop.name = changes["name"] or ""
         if "prompt" in changes:
@@ -99,10 +115,10 @@ def _editable(loop: Loop) -> dict:
     }
 
 
-def _edit_unattended(loop: Loop, changes: dict, *, target: str) -> None:
+def _edit_unattended(loop: Loop, changes: dict, *, target: str, becoming_new: dict[str, str] | None) -> None:
     """contract §14: the workspace, permission preset and overlap of a `new` loop (a PATCH of them on
-    another loop is refused). A loop that becomes `new` starts with what loop_create gives one; a
-    loop that stops being `new` drops them."""
+    another loop is refused). A loop that becomes `new` starts with what loop_create gives one
+    (`becoming_new`, asked of the host before the lock); a loop that stops being `new` drops them."""
     given = {field: changes[field] for field in UNATTENDED_FIELDS if field in changes}
     if target != ReservedTarget.NEW:
         if given:
@@ -115,7 +131,9 @@ def _edit_unattended(loop: Loop, changes: dict, *, target: str) -> None:
         loop.workspace, loop.permission_preset, loop.overlap = "", "", Overlap.ALLOW
         return
     if loop.session_id != ReservedTarget.NEW:
-        for field, value in unattended_defaults(creator=loop.created_by_session_id).items():
+        if becoming_new is None:  # another edit moved it away from `new` since loop_edit looked: rare
+            becoming_new = unattended_defaults(creator=loop.created_by_session_id)
+        for field, value in becoming_new.items():
             setattr(loop, field, value)
     if "permission_preset" in given:
         check_permission_preset(given["permission_preset"])

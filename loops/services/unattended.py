@@ -35,6 +35,23 @@ def unattended_defaults(*, creator: str) -> dict[str, str]:
     }
 
 
+def check_workspace(workspace: str | None) -> None:
+    """A workspace the host can tell it could not start a session in (it does not exist, is no
+    directory, or cannot be read) is refused now, on its field, instead of failing the loop's next
+    run. A host without workspaces ignores them, so it is not asked; one that cannot be asked
+    raises HostError. Host I/O: call it before the loop's row is locked."""
+    host = get_host()
+    if not workspace or not host.capabilities.workspaces:
+        return
+    problem = cast(Workspaces, host).directory_problem(workspace)
+    if problem:
+        raise InvalidInput(
+            f"The host cannot start sessions in {workspace!r} ({problem}); give an existing directory on the "
+            "host, or null for the host's default.",
+            field="workspace",
+        )
+
+
 def check_permission_preset(preset: str | None) -> None:
     """A preset the host offers (DSHLOOP_PERMISSION_PRESETS), or None for the host's own default."""
     presets = settings.DSHLOOP_PERMISSION_PRESETS

@@ -77,6 +77,10 @@ class Capabilities:
     # started where its loop says, under its preset, and a running turn can be cancelled. Other
     # hosts start fresh sessions their own way and ignore a Placement.
     workspaces: bool = False
+    # The host can make the global interface session (`self`, the creator of the panel's loops) when
+    # it has none (it implements GlobalSessionMaker): the embedded host, whose sessions are dshloop's,
+    # and DSH, which has no global interface of its own. An HTTP host owns its sessions and names its own.
+    makes_global_session: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,25 @@ class Workspaces(Protocol):
         """The workspaces' directories the host knows, for an operator to choose from."""
         ...
 
+    def directory_problem(self, path: str) -> str:
+        """Why the host could not start a session in the absolute directory `path` (it does not
+        exist, is no directory, or cannot be read), in the host's words; "" when it can. Asked
+        before a workspace is stored, so that a wrong one is refused then, not at its next run.
+        Raises HostError when the host cannot be asked."""
+        ...
+
     def cancel_turn(self, session_id: str) -> None:
         """Cancel the session's running turn (nothing if it has none). Raises HostError."""
+        ...
+
+
+class GlobalSessionMaker(Protocol):
+    """The optional capability Capabilities.makes_global_session declares."""
+
+    def ensure_global_session(self) -> str:
+        """Make the global interface session when the host has none, so that `self` and the panel's
+        loops work from the first start. Returns what was made, as a line for the operator; "" when
+        there already was one. Raises HostError when the host cannot be asked."""
         ...
 
 

@@ -15,6 +15,7 @@ What maps to what:
   session); then `/permission <preset>` through `commands/execute`, before any prompt (contract §14,
   docs/dsh-unattended.md §2).
 - a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
+  whether a directory can be one <- `host.listDirectory {path}` (`directory-unreadable` if not);
   cancelling a turn <- `session.cancel`.
 - deliver <- with dshloop's plugin mounted (its channel answers `hello`): `POST /dshloop/deliver`,
   and the plugin sends the message to the session's live agent with a plugin source carrying the
@@ -70,8 +71,14 @@ def new_session_id(occurrence_key: str) -> str:
     return "loop-" + hashlib.sha256(occurrence_key.encode()).hexdigest()[:24]
 
 
+# How a person finds the global interface session in DSH Web (ensure_global_session).
+GLOBAL_SESSION_TITLE = "dshloop: global interface"
+
+
 class DshHost:
-    capabilities = Capabilities(delivery_batch=1, transactional=False, turn_outcomes=True, workspaces=True)
+    capabilities = Capabilities(
+        delivery_batch=1, transactional=False, turn_outcomes=True, workspaces=True, makes_global_session=True
+    )
 
     def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
         self.wire = DshClient(base_url, timeout=timeout)
@@ -159,15 +166,18 @@ class DshHost:
         # DSH has no global interface: it is configured (contract §11); unset -> none.
         return self.get_session(self.global_session_id) if self.global_session_id else None
 
-    def ensure_global_session(self, title: str) -> bool:
-        """Make the configured global interface session in DSH when it is missing, titled so that a
-        person finds it in DSH Web (once it has a message); True when it was made now. DSH has no
+    def ensure_global_session(self) -> str:
+        """(base.GlobalSessionMaker) The configured global interface session, made in DSH when it is
+        missing and titled so that a person finds it in DSH Web (once it has a message). DSH has no
         global interface of its own (contract §11): this one session plays it for `self`."""
         if not self.global_session_id or self._find(self.global_session_id) is not None:
-            return False
+            return ""
         self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement(self.cwd)})
-        self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": title})
-        return True
+        self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": GLOBAL_SESSION_TITLE})
+        return (
+            f'Global interface session created in DSH: {self.global_session_id} ("{GLOBAL_SESSION_TITLE}", '
+            'the target "self")'
+        )
 
     def _placement(self, directory: str) -> dict:
         """Where a session dshloop makes goes: the workspace of `directory` (found or made), since
@@ -240,6 +250,18 @@ class DshHost:
         value = self.wire.call("workspace.list", {})
         items = json_array(json_object(value).get("items"))
         return sorted({path for item in items if (path := json_string(json_object(item).get("path")))})
+
+    def directory_problem(self, path: str) -> str:
+        # DSH's own look at the directory (host.listDirectory opens it, read-only, and lists at most
+        # 1,000 subdirectories): what DSH's process sees is what a session there gets, whatever
+        # dshloop's view of the filesystem (another OS user, a container on the same loopback).
+        try:
+            self.wire.call("host.listDirectory", {"path": path})
+        except DshError as exc:
+            if exc.code == "directory-unreadable":  # ENOENT, ENOTDIR, EACCES, … in DSH's words
+                return exc.said
+            raise
+        return ""
 
     def cancel_turn(self, session_id: str) -> None:
         try:

@@ -43,9 +43,10 @@ def json_string(value: object) -> str:
 
 
 class DshError(HostError):
-    def __init__(self, message: str, *, code: str = "", transient: bool):
+    def __init__(self, message: str, *, code: str = "", said: str = "", transient: bool):
         super().__init__(message, transient=transient)
         self.code = code
+        self.said = said  # DSH's own message, for an error it answered (`code` is its code)
 
 
 class DshClient:
@@ -102,4 +103,9 @@ class DshClient:
         error = json_object(result.get("error"))
         code = str(error.get("code") or "unknown")
         message = str(error.get("message") or "no message")
-        raise DshError(f"DSH {method} failed with {code}: {message}", code=code, transient=code not in PERMANENT_CODES)
+        raise DshError(
+            f"DSH {method} failed with {code}: {message}",
+            code=code,
+            said=message,
+            transient=code not in PERMANENT_CODES,
+        )

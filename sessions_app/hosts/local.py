@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from sessions_app import selectors, services
 from sessions_app.models import SessionStatus
 
 from ..records import PresetInfo, SessionInfo
 from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement
 
+# The global interface a fresh install gets, unless DSHLOOP_GLOBAL_SESSION_ID names another.
+GLOBAL_SESSION_ID = "ses_global"
+GLOBAL_SESSION_TITLE = "Global interface"
+
 
 class LocalHost:
-    capabilities = Capabilities(delivery_batch=250, transactional=True)
+    capabilities = Capabilities(delivery_batch=250, transactional=True, makes_global_session=True)
 
     def list_sessions(self, *, limit: int) -> list[SessionInfo]:
         return selectors.session_list(limit=limit)
@@ -23,6 +29,18 @@ class LocalHost:
 
     def get_preset(self, name: str) -> PresetInfo | None:
         return selectors.preset_get(name)
+
+    def ensure_global_session(self) -> str:
+        # dshloop is this host, so it makes the session itself; a session of that ID that exists
+        # already is only flagged, and keeps its own title.
+        if selectors.global_session_get() is not None:
+            return ""
+        session_id = settings.DSHLOOP_GLOBAL_SESSION_ID or GLOBAL_SESSION_ID
+        changes: dict[str, object] = {"global_interface": True}
+        if selectors.session_get(session_id) is None:
+            changes["user_title"] = GLOBAL_SESSION_TITLE
+        services.session_upsert(session_id=session_id, changes=changes)
+        return f'Global interface session created: {session_id} (the target "self")'
 
     def resume_session(self, session_id: str) -> SessionInfo:
         if selectors.session_get(session_id) is None:

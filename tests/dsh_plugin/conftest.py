@@ -100,7 +100,15 @@ def dshloop(transactional_db, tmp_path, plugin_dsh, dshloop_port, workspace):
     server = Dshloop(
         tmp_path,
         dshloop_port,
-        {"DSHLOOP_HOST": "dsh", "DSHLOOP_DSH_URL": plugin_dsh.url, "DSHLOOP_DSH_CWD": str(workspace)},
+        {
+            "DSHLOOP_HOST": "dsh",
+            "DSHLOOP_DSH_URL": plugin_dsh.url,
+            "DSHLOOP_DSH_CWD": str(workspace),
+            # Serve's short lease (a run cut off by a stop is re-driven soon after a start), which on
+            # a remote host must outlast three host calls (settings): 3 s each, for a loopback DSH.
+            "DSHLOOP_RUN_LEASE_SECONDS": "10",
+            "DSHLOOP_HOST_TIMEOUT_SECONDS": "3",
+        },
     ).start()
     yield server
     server.stop()

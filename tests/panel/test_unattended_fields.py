@@ -193,6 +193,48 @@ def test_a_host_that_cannot_list_workspaces_leaves_the_current_one_and_free_text
     assert fresh(new_loop).workspace == "/srv/y"
 
 
+class DirectoryHost(WorkspaceHost):
+    """A host with workspaces that can tell which directories exist (DSH asks host.listDirectory)."""
+
+    def __init__(self, listed: list[str], existing: set[str]):
+        super().__init__(listed)
+        self.existing = existing
+
+    def directory_problem(self, path: str) -> str:
+        return "" if path in self.existing else f"cannot list {path}: ENOENT: no such file or directory"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "path"),
+    [
+        ({"workspace": "other", "workspace_other": "/srv/gone/"}, "workspace_other", "/srv/gone"),
+        ({"workspace": "/srv/moved"}, "workspace", "/srv/moved"),  # listed by the host, gone since
+    ],
+)
+def test_a_workspace_the_host_says_does_not_exist_is_shown_on_its_field(
+    staff_client, new_loop, monkeypatch, fields, field, path
+):
+    host = DirectoryHost(["/srv/moved", "/srv/reports"], existing={"/srv/reports"})
+    use_host(monkeypatch, host)
+    monkeypatch.setattr("loops.services.unattended.get_host", lambda: host)
+
+    response = edit(staff_client, new_loop, overlap="skip", **fields)
+
+    assert response.status_code == 422
+    [error] = field_errors(response, field)
+    assert error.replace("&#x27;", "'") == (
+        f"The host cannot start sessions in '{path}' (cannot list {path}: ENOENT: no such file or directory); "
+        "give an existing directory on the host, or null for the host's default."
+    )
+    assert fresh(new_loop).revision == 1 and not edited_changes(new_loop)
+    if "workspace_other" in fields:  # what was typed stays in the form, to be corrected
+        assert f'id="id_workspace_other" value="{fields["workspace_other"]}"' in response.content.decode()
+
+    response = edit(staff_client, new_loop, workspace="other", workspace_other="/srv/reports/./")
+    assert response.status_code == 302
+    assert fresh(new_loop).workspace == "/srv/reports"
+
+
 # --- the detail page -----------------------------------------------------------------------------------
 
 

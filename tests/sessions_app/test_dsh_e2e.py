@@ -119,8 +119,11 @@ def test_a_scheduler_killed_between_send_and_record_does_not_send_twice(
     dsh.call("session.create", {"sessionId": "dsh-crash", "cwd": str(workspace)})
     loop = create_loop(after(2), prompt="Exactly once", target="dsh-crash")
     marker = tmp_path / "killed-after-deliver"
-    # A short lease: the run the dead scheduler held is re-driven seconds later, not after 45 s.
-    dsh_schedulers.env.update(DSHLOOP_RUN_LEASE_SECONDS="3", DSHLOOP_TEST_KILL_AFTER_DELIVER=str(marker))
+    # A short lease: the run the dead scheduler held is re-driven seconds later, not after 45 s. It
+    # must outlast three host calls (settings), so the calls of this loopback DSH get 2 s each.
+    dsh_schedulers.env.update(
+        DSHLOOP_RUN_LEASE_SECONDS="7", DSHLOOP_HOST_TIMEOUT_SECONDS="2", DSHLOOP_TEST_KILL_AFTER_DELIVER=str(marker)
+    )
     with monkeypatch.context() as patch:
         patch.setattr(processes, "MANAGE", Path(__file__).resolve().parents[1] / "faulty_manage.py")
         [faulty] = dsh_schedulers.start_ready()

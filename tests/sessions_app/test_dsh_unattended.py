@@ -1,7 +1,7 @@
 """contract §14 where a `new` loop's fresh sessions start, against a real DeepSeek Harness: the
 workspace captured from the creating session, the permission preset applied before the first
-prompt, the fallback to DSHLOOP_DSH_CWD, a workspace that is gone, and the host's Workspaces
-capability (cancel a turn, list workspaces). Occurrences are claimed and delivered in this process
+prompt, the fallback to DSHLOOP_DSH_CWD, a workspace that is gone, an edit to one DSH cannot use,
+and the host's Workspaces capability (cancel a turn, list workspaces). Occurrences are claimed and delivered in this process
 (claim_due, deliver_runs); DSH's own session list, workspace list and log are the proof."""
 
 from __future__ import annotations
@@ -123,6 +123,42 @@ def test_a_workspace_that_no_longer_exists_fails_the_run_once_and_for_all(on_dsh
     assert str(project) not in workspace_sessions(on_dsh)
     assert not [sid for sid in on_dsh.sessions() if sid.startswith("loop-")]  # no session was made
     assert Loop.objects.get(loop_id=loop.loop_id).state == "failed"
+
+
+def patch_workspace(manage_api, loop_id: str, workspace: str):
+    return manage_api.client.patch(
+        f"/api/loops/{loop_id}",
+        data=json.dumps({"workspace": workspace}),
+        content_type="application/json",
+        headers=manage_api.headers(),
+    )
+
+
+def test_an_edit_to_a_directory_dsh_cannot_use_is_refused_and_a_normalised_one_is_where_runs_go(
+    on_dsh, manage_api, tmp_path
+):
+    project = directory(tmp_path, "project")
+    (project.parent / "notes.txt").write_text("not a directory")
+    loop = create_loop(every(5), prompt="Sweep the reports", target="new")
+
+    # DSH itself is asked (host.listDirectory), and its reason is in the message.
+    for bad, reason in [(project.parent / "nonexistent", "ENOENT"), (project.parent / "notes.txt", "ENOTDIR")]:
+        response = patch_workspace(manage_api, loop.loop_id, str(bad))
+        assert response.status_code == 422, response.content
+        error = response.json()["error"]
+        assert (error["code"], error["field"]) == ("invalid_input", "workspace"), error
+        assert f"The host cannot start sessions in '{bad}'" in error["message"] and reason in error["message"], error
+    assert Loop.objects.get(loop_id=loop.loop_id).revision == 1
+    assert str(project.parent / "nonexistent") not in workspace_sessions(on_dsh)  # asking made no workspace
+
+    response = patch_workspace(manage_api, loop.loop_id, f"{project}/old/..//")
+    assert response.status_code == 200, response.content
+    assert response.json()["workspace"] == str(project)
+
+    [run] = fire(6)
+
+    assert fresh_session(on_dsh, run)["cwd"] == str(project)
+    assert run.target_session_id in workspace_sessions(on_dsh)[str(project)]
 
 
 # -- the permission preset -------------------------------------------------------------------------
