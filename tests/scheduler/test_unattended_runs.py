@@ -13,10 +13,10 @@ import pytest
 import time_machine
 from django.db import close_old_connections, connection
 
+from loops.counters import read_counters
 from loops.events import Actor
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.services.lifecycle import loop_run_now
-from monitoring.counters import read_counters
 from scheduler.claims import claim_due
 from scheduler.clock import CAPACITY_POLL, Clock
 from scheduler.delivery import deliver_runs
@@ -146,7 +146,7 @@ def test_a_wait_past_the_misfire_grace_is_skipped_naming_capacity(db, settings):
     assert claim(T0 + s(640)) == []  # 39 s late
     [skipped] = runs_of(second)
     assert skipped.status == RunStatus.SKIPPED and skipped.error.startswith(
-        "Skipped (capacity): it waited 39 s for a free slot while 1 fresh sessions were running"
+        "Skipped (capacity): it waited 39 s for a free slot while 1 fresh session was running"
     )
     assert "DSHLOOP_MAX_CONCURRENT_NEW_RUNS" in skipped.error
     assert Loop.objects.get(loop_id=second.loop_id).next_at == T0 + s(1201)  # on with its next occurrence
