@@ -28,6 +28,7 @@ from loops.runs import SKIP_REASONS
 from monitoring.gauges import Gauges, read_gauges
 from tokens.auth import bearer_scope
 
+
 def _occurrence_metrics(totals: dict[str, int]):
     occurrences = CounterMetricFamily(
         "dshloop_occurrences", "Occurrences finished, by result (delivered, failed, skipped).", labels=["result"]
@@ -37,7 +38,8 @@ def _occurrence_metrics(totals: dict[str, int]):
     yield occurrences
     yield CounterMetricFamily(
         "dshloop_missed_occurrences",
-        "Occurrences folded by the anti-burst rule after downtime: never delivered.",
+        "Occurrences never delivered: folded by the anti-burst rule after downtime, skipped past the misfire "
+        "grace, or left unclaimed by a pause, a new schedule or target, or a delete.",
         value=totals.get(counters.MISSED, 0),
     )
     buckets, cumulative = [], 0
@@ -58,7 +60,8 @@ def _unattended_metrics(totals: dict[str, int]):
     skipped = CounterMetricFamily(
         "dshloop_runs_skipped",
         "Runs of new loops skipped: overlap (the loop's last turn still ran), capacity "
-        "(no free slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS within the misfire grace).",
+        "(no free slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS within the misfire grace, or before the loop was "
+        "paused, edited or deleted).",
         labels=["reason"],
     )
     for reason in SKIP_REASONS:  # each always has its series, 0 until it happens

@@ -15,8 +15,8 @@ import time_machine
 
 from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopRun, RunStatus
-from loops.services.edit import loop_edit
 from loops.runs import running_fresh_runs
+from loops.services.edit import loop_edit
 from scheduler.claims import Claimed, claim_due
 from scheduler.delivery import deliver_runs
 from scheduler.outcomes import end_turn, record_outcome

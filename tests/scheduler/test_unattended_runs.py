@@ -154,6 +154,26 @@ def test_a_wait_past_the_misfire_grace_is_skipped_naming_capacity(db, settings):
     assert runs_of(first)[0].status == RunStatus.CLAIMED
 
 
+@pytest.mark.parametrize(("late", "words"), [(5.3, "5.3 s"), (5.001, "5.1 s"), (64.2, "1 min 5 s")])
+def test_a_capacity_skip_says_how_long_it_waited_never_less_than_the_grace(db, settings, late, words):
+    """The clock looks for a slot every second, so the skip comes a fraction of a second after the
+    grace: the wait is shown rounded up, and said to exceed the grace, never to equal it."""
+    settings.DSHLOOP_MISFIRE_GRACE_SECONDS = 5 if late < 60 else 64
+    settings.DSHLOOP_MAX_CONCURRENT_NEW_RUNS = 1
+    new_loop(600, at=T0)
+    waiting = new_loop(600, at=T0 + s(1))
+    assert len(claim(T0 + s(600))) == 1
+    assert claim(T0 + s(601)).waiting == 1
+    assert claim(T0 + s(601 + late)) == []
+    [skipped] = runs_of(waiting)
+    assert skipped.error == (
+        f"Skipped (capacity): it waited {words} for a free slot while 1 fresh session was running "
+        "(DSHLOOP_MAX_CONCURRENT_NEW_RUNS); the wait exceeded the misfire grace of "
+        f"{settings.DSHLOOP_MISFIRE_GRACE_SECONDS} s (DSHLOOP_MISFIRE_GRACE_SECONDS), so the loop goes on with its "
+        "next occurrence."
+    )
+
+
 def test_a_manual_run_counts_against_the_cap(db):
     loop, _, _ = (new_loop(600, at=T0 + s(index)) for index in range(3))
     with time_machine.travel(T0 + s(5), tick=False):
