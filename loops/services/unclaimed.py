@@ -80,7 +80,10 @@ class Unclaimed:
         if reason := skip_reason(error):
             tally.skipped_for(reason)
         tally.save()
-        log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=error)
+        # A wait for capacity is a warning, as the claim's capacity skip is; a change that came
+        # between an occurrence and its claim is as ordinary as one after it (delivery: paused first).
+        level = logging.WARNING if self.waits_for == FOR_A_SLOT else logging.INFO
+        log_occurrence(logger, level, run, RunStatus.SKIPPED, now=now, error=error)
         return run
 
     def _why(self, change: str, now: datetime) -> str:
@@ -129,4 +132,4 @@ def _waits_for(loop: Loop, *, now: datetime) -> str:
 
 
 def _occurrences(count: int) -> str:
-    return "this occurrence was" if count == 1 else f"this occurrence and the {count - 1} before it were"
+    return "this occurrence was" if count == 1 else f"this occurrence and the {count - 1:,} before it were"

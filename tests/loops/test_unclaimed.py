@@ -201,6 +201,24 @@ def test_a_loop_no_scheduler_reached_says_so_and_is_not_counted_as_capacity(db, 
     counted(capacity=0)
 
 
+def test_occurrences_due_behind_a_run_in_flight_are_recorded_by_a_pause(db, make_session):
+    """One run in flight per loop: a loop whose run is still open is not claimed again, its next
+    occurrences wait for that run (and are caught up after it), unless it is paused first."""
+    make_session("ses_target", status="idle")
+    loop = create_loop(every(10), target="ses_target", at=T0 + s(591))
+    [in_flight] = claim(DUE)  # claimed, not yet delivered: the loop is running, next_at T0+611 s
+
+    with time_machine.travel(CHANGED, tick=False):
+        loop_pause(loop_id=loop.loop_id, actor=OPERATOR)
+
+    skipped = LoopRun.objects.exclude(run_id=in_flight).get(loop_id=loop.loop_id)
+    assert (skipped.status, skipped.scheduled_at, skipped.missed) == (RunStatus.SKIPPED, LATEST, 5)
+    assert skipped.error == (
+        "Not delivered: it waited 46 s for the loop's run in flight to finish, and the loop was paused first; "
+        "this occurrence and the 4 before it were never delivered, counted in missed."
+    )
+
+
 def test_a_loop_claimed_before_its_pause_is_not_recorded_twice(slot_taken):
     """The claim took the occurrence first: the pause finds nothing due, and its delivery skips the
     run (the loop was paused before it started), so the occurrence has exactly one run."""
