@@ -1,7 +1,7 @@
 """`DSHLOOP_LOG_FORMAT=json`: one JSON object per log line, for a log pipeline to search.
 
 Every record becomes `{"time", "level", "logger", "message"}`, plus `"exception"` when it carries
-one; an occurrence's record (scheduler.occurrence_log) adds its `occurrence` fields as top-level keys.
+one; an occurrence's record (loops.occurrence_log) adds its `occurrence` fields as top-level keys.
 """
 
 from __future__ import annotations

@@ -80,9 +80,11 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     return detail(edit.loop_edit_from(loop_id, payload, actor=token_actor(request)))
 
 
-@manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404), exclude_none=True)
+@manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404, 409), exclude_none=True)
 def loop_pause(request, loop_id: str):
-    """Never claimed until resumed (state "paused", no next_at); a run in flight finishes. Idempotent."""
+    """Never claimed until resumed (state "paused", no next_at); a run in flight finishes. Idempotent.
+    Occurrences that were due and not yet claimed (waiting for a free slot) are recorded as one
+    skipped run, counted in missed. A completed loop cannot be paused: 409 loop_completed, as PATCH."""
     return detail(lifecycle.loop_pause(loop_id=loop_id, actor=token_actor(request)))
 
 

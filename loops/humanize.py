@@ -9,6 +9,7 @@ guessed at.
 
 from __future__ import annotations
 
+import math
 import zoneinfo
 from datetime import datetime, timedelta
 
@@ -71,6 +72,21 @@ def duration_words(seconds: float) -> str:
     days, hours = divmod(int(round(seconds / 3600)), 24)
     words = _plural(days, "day", "days")
     return f"{words} {_plural(hours, 'hour', 'hours')}" if hours else words
+
+
+def wait_span(wait: timedelta) -> str:
+    """A wait, never rounded down (a wait just past a whole number of seconds, the misfire grace
+    say, reads past it: "5.1 s", not "5 s"): tenths of a second under a minute, short_span above."""
+    seconds = wait.total_seconds()
+    if seconds >= 60:
+        return short_span(math.ceil(seconds))
+    tenths = math.ceil(round(seconds * 10, 6))  # round(): 5.1 s held as 5.09999… stays 5.1
+    return f"{tenths // 10} s" if tenths % 10 == 0 else f"{tenths / 10:.1f} s"
+
+
+def fresh_sessions_running(count: int) -> str:
+    """contract §14's capacity in words: "1 fresh session was running", "4 fresh sessions were running"."""
+    return f"{count} fresh session was running" if count == 1 else f"{count} fresh sessions were running"
 
 
 def short_span(seconds: float) -> str:

@@ -220,7 +220,7 @@ class LoopRun(models.Model):
             models.Index(fields=["loop_id", "-scheduled_at"], name="run_loop_idx"),
             # The clock's recovery query and its sleep: open runs by retry_at.
             models.Index(fields=["retry_at"], condition=Q(status__in=["claimed", "delivering"]), name="run_open_idx"),
-            # The count of fresh agents running (scheduler.unattended), at each claim of a `new` loop:
+            # The count of fresh agents running (loops.runs.running_fresh_runs), at each claim of a `new` loop:
             # WHERE target = 'new' AND outcome = '' AND (open OR delivered since the run timeout).
             models.Index(fields=["finished_at"], condition=Q(target="new", outcome=""), name="run_fresh_idx"),
             # Health's count of deliveries that failed lately (monitoring.gauges): failed runs only,

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState, SchedulerHeartbeat
-from sessions_app.hosts import get_host
+from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState, RunStatus, SchedulerHeartbeat
+from loops.runs import OPEN_STATUSES, running_fresh_runs
 
 # A scheduler is alive if it ticked in the last 60 s (contract §4).
 ALIVE_WINDOW = timedelta(seconds=60)
@@ -52,28 +52,50 @@ class Gauges:
         return max((self.at - self.oldest_open_run_claimed_at).total_seconds(), 0.0)
 
 
-def _statement(*, by_state: bool, turn_outcomes: bool) -> str:
-    loops, runs, beats = Loop._meta.db_table, LoopRun._meta.db_table, SchedulerHeartbeat._meta.db_table
+def _sql(queryset: QuerySet, column: str) -> tuple[str, list]:
+    """The SELECT of one column of `queryset`'s rows, compiled as the ORM would run it: the rule it
+    filters by is the one its home defines (loops.runs), not a second spelling of it here."""
+    sql, params = queryset.order_by().values(column).query.get_compiler(connection=connection).as_sql()
+    return sql, list(params)
+
+
+def _statement(now: datetime, *, by_state: bool) -> tuple[str, list]:
+    loops, beats = Loop._meta.db_table, SchedulerHeartbeat._meta.db_table
+    # Adapted as the ORM would: SQLite compares stored timestamps as text, in Django's form.
+    adapt = connection.ops.adapt_datetimefield_value
+    open_runs, open_params = _sql(LoopRun.objects.filter(status__in=OPEN_STATUSES), "claimed_at")
+    # The claim's own count of fresh agents (scheduler.unattended.Capacity counts the same rows).
+    fresh, fresh_params = _sql(running_fresh_runs(now=now), "run_id")
+    # Open runs whose last attempt failed and waits for its retry, and runs failed lately.
+    retrying, retrying_params = _sql(LoopRun.objects.filter(status__in=OPEN_STATUSES).exclude(error=""), "run_id")
+    failed, failed_params = _sql(
+        LoopRun.objects.filter(status=RunStatus.FAILED, finished_at__gte=now - FAILED_WINDOW), "run_id"
+    )
     counts = ", ".join(f"COUNT(CASE WHEN state = '{state}' THEN 1 END)" for state in LoopState.values)
-    # The claim's count of fresh agents (scheduler.unattended.running_fresh_runs, which the scheduler
-    # sits above and monitoring may not import; tests/monitoring/test_metrics_unattended.py holds
-    # the two to the same answer): open, or, when the host reports turn ends, delivered within the
-    # run timeout; never a run whose outcome is in.
-    delivered = " OR (status = 'delivered' AND finished_at >= %(timeout_since)s)" if turn_outcomes else ""
-    return f"""
+    statement = f"""
         SELECT
-          (SELECT COUNT(*) FROM {loops} WHERE state = 'scheduled' AND next_at <= %(now)s),
-          (SELECT COUNT(*) FROM {runs} WHERE status IN ('claimed', 'delivering')),
-          (SELECT MIN(claimed_at) FROM {runs} WHERE status IN ('claimed', 'delivering')),
-          (SELECT COUNT(*) FROM {runs}
-             WHERE target = 'new' AND outcome = '' AND (status IN ('claimed', 'delivering'){delivered})),
-          (SELECT COUNT(*) FROM {loops} WHERE state = 'paused' AND pause_reason = %(unreadable)s),
-          (SELECT COUNT(*) FROM {runs} WHERE status IN ('claimed', 'delivering') AND error <> ''),
-          (SELECT COUNT(*) FROM {runs} WHERE status = 'failed' AND finished_at >= %(failed_since)s),
-          (SELECT COUNT(*) FROM {beats} WHERE last_tick_at >= %(alive_since)s),
+          (SELECT COUNT(*) FROM {loops} WHERE state = 'scheduled' AND next_at <= %s),
+          (SELECT COUNT(*) FROM ({open_runs}) AS open_runs),
+          (SELECT MIN(claimed_at) FROM ({open_runs}) AS open_runs),
+          (SELECT COUNT(*) FROM ({fresh}) AS fresh_runs),
+          (SELECT COUNT(*) FROM {loops} WHERE state = 'paused' AND pause_reason = %s),
+          (SELECT COUNT(*) FROM ({retrying}) AS retrying_runs),
+          (SELECT COUNT(*) FROM ({failed}) AS failed_runs),
+          (SELECT COUNT(*) FROM {beats} WHERE last_tick_at >= %s),
           (SELECT MAX(last_tick_at) FROM {beats})
           {f", states.* FROM (SELECT {counts} FROM {loops}) AS states" if by_state else ""}
     """
+    params = [
+        adapt(now),
+        *open_params,
+        *open_params,
+        *fresh_params,
+        UNREADABLE_REASON,
+        *retrying_params,
+        *failed_params,
+        adapt(now - ALIVE_WINDOW),
+    ]
+    return statement, params
 
 
 def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges:
@@ -85,17 +107,7 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
             # A monitoring read, every 15 s: one backend's scan, not two more workers taking every
             # core for it (the same rows counted in parallel cost more CPU in all).
             cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-        # Adapted as the ORM would: SQLite compares stored timestamps as text, in Django's form.
-        adapt = connection.ops.adapt_datetimefield_value
-        params = {
-            "now": adapt(now),
-            "alive_since": adapt(now - ALIVE_WINDOW),
-            "timeout_since": adapt(now - timedelta(seconds=settings.DSHLOOP_RUN_TIMEOUT_SECONDS)),
-            "unreadable": UNREADABLE_REASON,
-            "failed_since": adapt(now - FAILED_WINDOW),
-        }
-        turn_outcomes = get_host().capabilities.turn_outcomes
-        cursor.execute(_statement(by_state=by_state, turn_outcomes=turn_outcomes), params)
+        cursor.execute(*_statement(now, by_state=by_state))
         row = cursor.fetchone()
     due, open_runs, oldest, fresh, unreadable, retrying, failed, instances, last_tick, *states = row
     return Gauges(

@@ -1,7 +1,7 @@
 """GET /metrics: the Prometheus text format, scope `manage`.
 
 Every number but two comes from the shared database, so any web process answers for every
-scheduler on every machine: the cumulative counters (monitoring.counters) that the schedulers add to as
+scheduler on every machine: the cumulative counters (loops.counters) that the schedulers add to as
 they record runs, and the gauges read now (monitoring.gauges). `dshloop_fresh_runs_limit` is this
 process's setting, the schedulers' too when they run with the same environment.
 
@@ -24,14 +24,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from loops import counters
 from loops.models import LoopState
-from monitoring import counters
+from loops.runs import SKIP_REASONS
 from monitoring.gauges import Gauges, read_gauges
 from tokens.auth import bearer_scope
-
-# The reasons a claim skips a `new` loop's run (scheduler.unattended's OVERLAP and CAPACITY, which
-# monitoring may not import): each always has its series, 0 until it happens.
-SKIP_REASONS = ("overlap", "capacity")
 
 
 def _occurrence_metrics(totals: dict[str, int]):
@@ -43,7 +40,8 @@ def _occurrence_metrics(totals: dict[str, int]):
     yield occurrences
     yield CounterMetricFamily(
         "dshloop_missed_occurrences",
-        "Occurrences folded by the anti-burst rule after downtime: never delivered.",
+        "Occurrences never delivered: folded by the anti-burst rule after downtime, skipped past the misfire "
+        "grace, or left unclaimed by a pause, a new schedule or target, or a delete.",
         value=totals.get(counters.MISSED, 0),
     )
     buckets, cumulative = [], 0
@@ -64,10 +62,11 @@ def _unattended_metrics(totals: dict[str, int]):
     skipped = CounterMetricFamily(
         "dshloop_runs_skipped",
         "Runs of new loops skipped: overlap (the loop's last turn still ran), capacity "
-        "(no free slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS within the misfire grace).",
+        "(no free slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS within the misfire grace, or before the loop was "
+        "paused, edited or deleted).",
         labels=["reason"],
     )
-    for reason in SKIP_REASONS:
+    for reason in SKIP_REASONS:  # each always has its series, 0 until it happens
         skipped.add_metric([reason], totals.get(counters.skipped_name(reason), 0))
     yield skipped
     yield CounterMetricFamily(

@@ -20,15 +20,23 @@ from django.utils import timezone
 
 from core.bulk import insert_rows, update_rows
 from loops import schedules
+from loops.counters import Tally
 from loops.humanize import short_span
 from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, Overlap, RunStatus, store_revision_prompts
+from loops.occurrence_log import log_occurrence
 from loops.queue import enqueue_deliveries
-from loops.runs import OPEN_STATUSES, free_rows, lease, new_run_id, occurrence_key, skipped_occurrence_key
-from monitoring.counters import Tally
-from scheduler.occurrence_log import log_occurrence
+from loops.runs import (
+    OPEN_STATUSES,
+    free_rows,
+    lease,
+    new_run_id,
+    occurrence_key,
+    skip_reason,
+    skipped_occurrence_key,
+)
 from scheduler.rows import NEW_RUN_COLUMNS, NewRun
 from scheduler.stored_times import Repairs, earliest_deadline, in_stored_form, settle, stored, stores_text
-from scheduler.unattended import Capacity, capacity_reason, overlap_reason, skip_reason
+from scheduler.unattended import Capacity, capacity_reason, overlap_reason
 from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.clock")

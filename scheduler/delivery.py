@@ -35,12 +35,12 @@ from django.utils import timezone
 from core.bulk import update_rows
 from core.errors import database_unavailable, one_line
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
+from loops.counters import Tally
 from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, revision_prompts
+from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows, lease
-from monitoring.counters import Tally
 from scheduler.failures import after_failures, locked_loops, take_outcome
 from scheduler.message import loop_message, message_summary, run_source
-from scheduler.occurrence_log import log_occurrence
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, host_savepoint, resolve_target
 from sessions_app.hosts import get_host

@@ -25,8 +25,8 @@ from core.errors import ApiError
 from core.timeutil import to_ms
 from loops.humanize import short_span
 from loops.models import LoopRun, RunStatus
+from loops.runs import run_timeout
 from scheduler.outcomes import end_turn, note_no_outcome, record_outcome
-from scheduler.unattended import run_timeout
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Host, HostError, RunRef, TurnOutcomes, Workspaces
 from sessions_app.models import ReservedTarget

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from core.errors import InvalidInput, NotFound, OutcomeRecorded
 from core.timeutil import truncate_to_ms
+from loops.counters import Tally
 from loops.models import LoopRun, RunOutcome, RunStatus
-from monitoring.counters import Tally
 from scheduler.failures import locked_loops, take_outcome
 
 logger = logging.getLogger("dshloop.delivery")

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from core.errors import InvalidInput, LoopCompleted
+from core.errors import InvalidInput
 from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
@@ -19,13 +19,14 @@ from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
 from loops.selectors import loop_get
 from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
-from loops.services.locking import effective_now, has_open_run, locked_loop
+from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
 from loops.services.unattended import (
     UNATTENDED_FIELDS,
     check_permission_preset,
     check_workspace,
     unattended_defaults,
 )
+from loops.services.unclaimed import unclaimed
 from sessions_app.models import ReservedTarget
 
 EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS)
@@ -41,7 +42,8 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     one given is stored normalised (LoopPatchIn). A completed loop is refused: 409 loop_completed
     (pause refuses it too). A failed loop given a new schedule or
     target is scheduled again from now; a new prompt or name alone leaves it failed, for a retry
-    to fire."""
+    to fire. Occurrences the old grid had due and no claim had taken are recorded skipped
+    (loops.services.unclaimed)."""
     unknown = set(changes) - set(EDITABLE)
     assert not unknown, unknown
     # The host first, before the loop's row is locked: the scheduler's claim of this loop waits on
@@ -55,15 +57,10 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)  # `before` is read from it: the revision this edit follows
         now = effective_now(now)
-        if loop.state == LoopState.COMPLETED:
-            # As pause: a completed one-shot stays history. Rewriting it would record a change
-            # that never runs; re-arming it would fire a one-shot twice.
-            raise LoopCompleted(
-                f"{loop_id} is completed: it has no occurrence left to edit. Create a new loop "
-                "(loop_create) to run it again.",
-                field="loop_id",
-            )
+        refuse_completed(loop, doing="edit")
         before = _editable(loop)
+        # Read before the edit changes the loop it is read from, if the edit may start a new grid.
+        waiting = unclaimed(loop, now=now) if {"schedule", "target"} & changes.keys() else None
         target = changes.get("target", loop.session_id)
         preset = changes["preset"] if "preset" in changes else (loop.preset or None)
         if target != ReservedTarget.NEW and "preset" not in changes:
@@ -87,7 +84,10 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         edited = {field: [before[field], after[field]] for field in after if before[field] != after[field]}
         if not edited:
             return loop
-        if {"schedule", "session_id"} & edited.keys():
+        if regridded := {"schedule", "session_id"} & edited.keys():
+            if waiting is not None:
+                # The grid starts again from now: what the old one had due is never claimed.
+                waiting.record(change=_given_new(regridded), now=now)
             loop.schedule_from = now
             if loop.state == LoopState.FAILED:
                 # A failed loop is retryable (spec §4); a new schedule or target is the fix an
@@ -101,6 +101,12 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         record_event(loop, EventKind.EDITED, actor, at=now, changes=edited)
     transaction.on_commit(notify_clocks)
     return loop
+
+
+def _given_new(fields: set[str]) -> str:
+    """The words for a new grid in a skipped run's reason: "given a new schedule and target"."""
+    words = {"schedule": "schedule", "session_id": "target"}
+    return "given a new " + " and ".join(words[field] for field in sorted(fields))
 
 
 def _editable(loop: Loop) -> dict:

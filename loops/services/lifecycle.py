@@ -10,14 +10,15 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from core.errors import InvalidInput, NotFailed, RunInFlight
+from core.errors import NotFailed, RunInFlight
 from core.notify import notify_clocks
 from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
-from loops.services.locking import effective_now, has_open_run, locked_loop
+from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
+from loops.services.unclaimed import DELETED, PAUSED, unclaimed
 
 OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for (scheduler.failures: "auto: …")
 
@@ -31,14 +32,18 @@ def _next_after(loop: Loop, now: datetime) -> datetime | None:
 
 
 def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
-    """Never claimed again until resumed; a run already in flight finishes. Idempotent."""
+    """Never claimed again until resumed; a run already in flight finishes. Idempotent. A
+    recurring loop's occurrences that were due and not yet claimed (waiting for a free slot, say)
+    are recorded skipped: resume starts after now, so they would never be delivered. A one-shot
+    keeps its occurrence: resume fires it."""
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)
         now = effective_now(now)
         if loop.state == LoopState.PAUSED:
             return loop
-        if loop.state == LoopState.COMPLETED:
-            raise InvalidInput(f"{loop_id} is completed: it has no occurrence left to pause.", field="loop_id")
+        refuse_completed(loop, doing="pause")
+        if not loop.schedule.one_shot and (waiting := unclaimed(loop, now=now)):
+            waiting.record(change=PAUSED, now=now)
         loop.state, loop.next_at, loop.paused_at, loop.pause_reason = LoopState.PAUSED, None, now, OPERATOR
         loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason"])
         record_event(loop, EventKind.PAUSED, actor, at=now)
@@ -115,7 +120,8 @@ def loop_retry(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
 
 
 def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> str:
-    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay.
+    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay;
+    occurrences that were due and not yet claimed are recorded skipped (loops.services.unclaimed).
 
     Of deletes racing for one loop exactly one deletes it and records the event; the others answer
     unknown_loop. The row is locked first: on PostgreSQL a delete that waited for another finds the
@@ -124,7 +130,10 @@ def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> s
     The event's time is read after the lock (loops.services.locking); `now` overrides it (tests)."""
     with transaction.atomic():
         loop = locked_loop(loop_id)
+        now = effective_now(now)
+        if waiting := unclaimed(loop, now=now):
+            waiting.record(change=DELETED, now=now)  # while the row is there: its run stores the prompt from it
         Loop.objects.filter(loop_id=loop_id).delete()
-        record_event(loop, EventKind.DELETED, actor, at=effective_now(now))
+        record_event(loop, EventKind.DELETED, actor, at=now)
     transaction.on_commit(notify_clocks)
     return loop_id

@@ -12,9 +12,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from core.errors import UnknownLoop
+from core.errors import LoopCompleted, UnknownLoop
 from core.timeutil import truncate_to_ms
-from loops.models import Loop, LoopRun
+from loops.models import Loop, LoopRun, LoopState
 from loops.runs import OPEN_STATUSES
 
 
@@ -33,3 +33,15 @@ def locked_loop(loop_id: str) -> Loop:
 
 def has_open_run(loop_id: str) -> bool:
     return LoopRun.objects.filter(loop_id=loop_id, status__in=OPEN_STATUSES).exists()
+
+
+def refuse_completed(loop: Loop, *, doing: str) -> None:
+    """409 loop_completed for a change to a completed loop (a one-shot that fired): it is history.
+    A change would record something that never runs, or fire a one-shot twice. The same answer
+    for every change it refuses (edit, pause), in REST, the panel and the admin."""
+    if loop.state == LoopState.COMPLETED:
+        raise LoopCompleted(
+            f"{loop.loop_id} is completed: it has no occurrence left to {doing}. Create a new loop "
+            "(loop_create) to run it again.",
+            field="loop_id",
+        )

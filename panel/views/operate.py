@@ -44,7 +44,7 @@ def _operate(request, loop_id: str, action) -> HttpResponseRedirect:
     except UnknownLoop:
         messages.error(request, gone(loop_id))
         back = safe_next(request, reverse("panel:index"))  # its page may not exist any more
-    except ApiError as exc:  # 409 run_in_flight, not_failed; 422 pausing a completed loop
+    except ApiError as exc:  # 409 run_in_flight, not_failed, loop_completed (pausing a completed loop)
         messages.error(request, exc.message)
     else:
         messages.add_message(request, level, text)

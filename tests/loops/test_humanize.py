@@ -127,6 +127,14 @@ def test_countdown(delta, text):
     assert humanize.countdown(NOW + delta, NOW) == text
 
 
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.0, "0 s"), (5.0, "5 s"), (5.001, "5.1 s"), (5.1, "5.1 s"), (5.95, "6 s"), (59.99, "60 s"), (60.2, "1 min 1 s")],
+)
+def test_a_wait_is_never_shown_shorter_than_it_was(seconds, text):
+    assert humanize.wait_span(timedelta(seconds=seconds)) == text
+
+
 def test_local_time_in_the_loops_zone_shows_the_dst_offset():
     summer = datetime(2025, 3, 30, 1, 30, tzinfo=UTC)  # 03:30 CEST, just after spring-forward
     assert humanize.local_time(summer, "Europe/Berlin", now=summer) == "Sun 30 Mar 03:30 CEST"

@@ -1,5 +1,5 @@
 """Editing a one-shot that has ended (contract §9 PATCH; the panel's edit form calls the same
-operation). A completed loop is refused (409 loop_completed; pause refuses it too, with 422): it
+operation). A completed loop is refused (409 loop_completed; pause answers the same): it
 has no occurrence left, and an edit would record a change that never runs. A failed loop is retryable (spec §4): a new schedule
 or target schedules it again from now; a new prompt or name alone leaves it failed, for a retry."""
 
@@ -57,12 +57,18 @@ def test_an_edit_of_a_completed_one_shot_is_refused_with_409_and_changes_nothing
     refused = ops("PATCH", completed, body=body, at=T0 + s(100))
     paused = ops("POST", completed, "pause", at=T0 + s(100))
 
-    assert (refused.status_code, paused.status_code) == (409, 422)
+    assert (refused.status_code, paused.status_code) == (409, 409)
     error = error_of(refused)
     assert (error["code"], error["field"]) == ("loop_completed", "loop_id")
     assert error["message"] == (
         f"{completed} is completed: it has no occurrence left to edit. Create a new loop (loop_create) to run it again."
     )
+    assert error_of(paused) == {
+        "code": "loop_completed",
+        "field": "loop_id",
+        "message": f"{completed} is completed: it has no occurrence left to pause. Create a new loop (loop_create) "
+        "to run it again.",
+    }
     assert ops("GET", completed).json() == before  # revision 1, completed, no next_at
     assert list(LoopEvent.objects.filter(loop_id=completed).values_list("kind", flat=True)) == ["created"]
 

@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from loops import counters
 from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopRun, LoopState, MetricCounter, RunStatus, SchedulerHeartbeat
 from loops.services.lifecycle import loop_pause
-from monitoring import counters
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs
 from sessions_app.models import SessionHeader

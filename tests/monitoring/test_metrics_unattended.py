@@ -15,9 +15,8 @@ import time_machine
 
 from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopRun, RunStatus
+from loops.runs import running_fresh_runs
 from loops.services.edit import loop_edit
-from monitoring.metrics import SKIP_REASONS
-from scheduler import unattended
 from scheduler.claims import Claimed, claim_due
 from scheduler.delivery import deliver_runs
 from scheduler.outcomes import end_turn, record_outcome
@@ -77,10 +76,6 @@ def test_every_series_is_there_at_zero_with_the_limit(manage_token):
         RUNNING: 0,
         LIMIT: 4,
     }
-
-
-def test_the_skip_reasons_are_the_schedulers():
-    assert set(SKIP_REASONS) == {unattended.OVERLAP, unattended.CAPACITY}
 
 
 def test_an_occurrence_skipped_while_the_last_turn_runs_counts_as_overlap(manage_token, settings):
@@ -148,8 +143,9 @@ def test_a_turn_cancelled_for_waiting_on_a_person_is_not_timed_out(manage_token)
 
 
 class TestFreshRunsRunning:
-    """The gauge is the claim's own count (scheduler.unattended.running_fresh_runs), read by a
-    statement of monitoring's: the two must agree in every state a run can be in."""
+    """The gauge is the claim's own count (loops.runs.running_fresh_runs), compiled into the one
+    raw statement monitoring reads its gauges with: the two must agree in every state a run can be
+    in, at the timeout's boundary too (on SQLite the statement compares timestamps as stored text)."""
 
     @pytest.fixture
     def runs(self, make_session):
@@ -166,7 +162,7 @@ class TestFreshRunsRunning:
         return fresh
 
     def counted(self, now: datetime, token: str) -> tuple[float, int]:
-        return scrape_at(now, token)[RUNNING], unattended.running_fresh_runs(now=now).count()
+        return scrape_at(now, token)[RUNNING], running_fresh_runs(now=now).count()
 
     def test_on_a_host_without_turn_ends_only_open_runs_run(self, runs, manage_token):
         assert self.counted(T0 + s(650), manage_token) == (2, 2)

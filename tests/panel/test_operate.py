@@ -85,10 +85,13 @@ def test_pause_and_resume_are_idempotent(staff_client, make_loop):
 
 
 def test_a_completed_loop_cannot_be_paused_and_says_why(staff_client, make_loop):
+    """The panel and the admin say what PATCH and POST …/pause answer (409 loop_completed)."""
     loop = make_loop()
     Loop.objects.filter(loop_id=loop.loop_id).update(state=LoopState.COMPLETED, next_at=None)
+    why = f"{loop.loop_id} is completed: it has no occurrence left to pause. Create a new loop (loop_create) to run it again."
     _, page = post(staff_client, f"/panel/loops/{loop.loop_id}/pause")
-    assert flash(page) == [f"{loop.loop_id} is completed: it has no occurrence left to pause."]
+    assert flash(page) == [why]
+    assert admin_action(staff_client, "pause_selected", [loop]) == ["Paused 0 loops.", f"Refused 1: {why}"]
     assert fresh(loop).state == LoopState.COMPLETED
 
 

@@ -396,11 +396,20 @@ def check_revisions(runs: list[LoopRun], by_id: dict[str, Tracked], deleted: set
         elif run.status == "delivered" and run.target_session_id != run.target:
             wrong.append(f"{run.occurrence_key} r{run.revision} for {run.target} went to {run.target_session_id}")
         if run.status == "skipped":
-            assert (run.error, run.manual, run.started_at) == (PAUSED_FIRST, False, None), run.__dict__
+            # Claimed before a pause, skipped at its start; or due and not yet claimed when a pause, a
+            # new schedule or target, or the delete came (loops.services.unclaimed): never started.
+            assert (run.manual, run.started_at) == (False, None), run.__dict__
+            assert run.error == PAUSED_FIRST or left_unclaimed(run), run.__dict__
         elif run.status == "failed":
             # Only a run claimed before its loop was deleted may fail: the embedded host is always up.
             assert run.loop_id in deleted and run.error == DELETED_FIRST, run.__dict__
     assert not wrong, f"{len(wrong)} run(s) disagree with their revision: " + "; ".join(wrong[:5])
+
+
+def left_unclaimed(run: LoopRun) -> bool:
+    """A run recorded for due occurrences an operator's change left unclaimed (a scheduler had not
+    reached them yet): at the change, never handed to a driver."""
+    return run.error.startswith("Not delivered: ") and " and the loop was " in run.error and run.attempt == 0
 
 
 def check_pauses_and_deletes(runs: list[LoopRun], by_id: dict[str, Tracked]) -> None:

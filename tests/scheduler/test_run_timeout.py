@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from loops.counters import read_counters
 from loops.models import Loop, LoopRun, RunStatus
-from monitoring.counters import read_counters
 from scheduler.outcome_watch import poll_outcomes
 from scheduler.outcomes import record_outcome
 from sessions_app.hosts.base import Capabilities, HostError, RunRef, TurnEnd
@@ -51,7 +51,7 @@ def watched(monkeypatch, settings):
     settings.DSHLOOP_MIN_NEW_INTERVAL_SECONDS = 0
     host = WatchedHost()
     monkeypatch.setattr("scheduler.outcome_watch.get_host", lambda: host)
-    monkeypatch.setattr("scheduler.unattended.get_host", lambda: host)
+    monkeypatch.setattr("loops.runs.get_host", lambda: host)
     return host
 
 

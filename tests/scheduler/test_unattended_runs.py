@@ -13,10 +13,10 @@ import pytest
 import time_machine
 from django.db import close_old_connections, connection
 
+from loops.counters import read_counters
 from loops.events import Actor
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.services.lifecycle import loop_run_now
-from monitoring.counters import read_counters
 from scheduler.claims import claim_due
 from scheduler.clock import CAPACITY_POLL, Clock
 from scheduler.delivery import deliver_runs
@@ -146,12 +146,32 @@ def test_a_wait_past_the_misfire_grace_is_skipped_naming_capacity(db, settings):
     assert claim(T0 + s(640)) == []  # 39 s late
     [skipped] = runs_of(second)
     assert skipped.status == RunStatus.SKIPPED and skipped.error.startswith(
-        "Skipped (capacity): it waited 39 s for a free slot while 1 fresh sessions were running"
+        "Skipped (capacity): it waited 39 s for a free slot while 1 fresh session was running"
     )
     assert "DSHLOOP_MAX_CONCURRENT_NEW_RUNS" in skipped.error
     assert Loop.objects.get(loop_id=second.loop_id).next_at == T0 + s(1201)  # on with its next occurrence
     assert read_counters()["skipped_capacity"] == 1
     assert runs_of(first)[0].status == RunStatus.CLAIMED
+
+
+@pytest.mark.parametrize(("late", "words"), [(5.3, "5.3 s"), (5.001, "5.1 s"), (64.2, "1 min 5 s")])
+def test_a_capacity_skip_says_how_long_it_waited_never_less_than_the_grace(db, settings, late, words):
+    """The clock looks for a slot every second, so the skip comes a fraction of a second after the
+    grace: the wait is shown rounded up, and said to exceed the grace, never to equal it."""
+    settings.DSHLOOP_MISFIRE_GRACE_SECONDS = 5 if late < 60 else 64
+    settings.DSHLOOP_MAX_CONCURRENT_NEW_RUNS = 1
+    new_loop(600, at=T0)
+    waiting = new_loop(600, at=T0 + s(1))
+    assert len(claim(T0 + s(600))) == 1
+    assert claim(T0 + s(601)).waiting == 1
+    assert claim(T0 + s(601 + late)) == []
+    [skipped] = runs_of(waiting)
+    assert skipped.error == (
+        f"Skipped (capacity): it waited {words} for a free slot while 1 fresh session was running "
+        "(DSHLOOP_MAX_CONCURRENT_NEW_RUNS); the wait exceeded the misfire grace of "
+        f"{settings.DSHLOOP_MISFIRE_GRACE_SECONDS} s (DSHLOOP_MISFIRE_GRACE_SECONDS), so the loop goes on with its "
+        "next occurrence."
+    )
 
 
 def test_a_manual_run_counts_against_the_cap(db):

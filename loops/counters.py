@@ -1,8 +1,9 @@
-"""The cumulative counts behind GET /metrics: occurrences by result, missed
-occurrences, and the delivery lateness histogram.
+"""The cumulative counts behind GET /metrics (monitoring.metrics reads them): occurrences by
+result, missed occurrences, and the delivery lateness histogram.
 
-They are added to in the transactions that record the runs, once per batch, so they commit with
-the records and never go down when retention prunes runs. Each name is spread over SHARDS rows
+They are added to in the transactions that record the runs, once per batch (the scheduler's, and
+an operator's change that records an occurrence it left undelivered: loops.services.unclaimed),
+so they commit with the records and never go down when retention prunes runs. Each name is spread over SHARDS rows
 (a batch picks one at random) and summed when read: schedulers recording at the same moment
 seldom wait for one another's counter row.
 """
