@@ -173,6 +173,8 @@ def series_catalogue() -> list[str]:
         fresh_runs_running=0,
         loops=dict.fromkeys(LoopState.values, 0),
         unreadable_loops=0,
+        retrying_runs=0,
+        failed_recently=0,
         scheduler_instances=0,
         last_tick_at=epoch,  # a heartbeat, so that the series absent without one is listed too
     )

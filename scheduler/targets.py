@@ -59,7 +59,7 @@ class BatchView:
         return self.sessions[session_id]
 
     def create_session(
-        self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
+        self, *, preset: str, model: str, first_prompt: str, source: Source, placement: Placement = NO_PLACEMENT
     ) -> str:
         with host_savepoint(self.host):
             return self.host.create_session(
