@@ -380,6 +380,10 @@ DSHLOOP_RUN_HISTORY_LIMIT = env_int("DSHLOOP_RUN_HISTORY_LIMIT", 200)
 DSHLOOP_INBOX_RETENTION_DAYS = env_int("DSHLOOP_INBOX_RETENTION_DAYS", 30)
 DSHLOOP_PRUNE_INTERVAL_SECONDS = env_int("DSHLOOP_PRUNE_INTERVAL_SECONDS", 3600)  # runloops: at start, then so often
 
+# The task django-q2 runs for a batch of claimed runs. The project names it because the project
+# assembles the layers: loops.queue enqueues it but sits below the scheduler that runs it.
+DSHLOOP_DELIVER_TASK = "scheduler.tasks.deliver_runs"
+
 # django-q2: the ORM broker on the same alias as the loops, so an enqueue commits in the
 # same transaction as its claim (django-q2 #293). timeout < retry (a task must never be
 # handed out again while it still runs). We keep our own run records, so no results.

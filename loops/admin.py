@@ -204,7 +204,7 @@ class LoopAdmin(admin.ModelAdmin):
 
     @admin.display(description="Target", ordering="session_id")
     def target(self, obj):
-        if obj.session_id == "new" and obj.preset:
+        if obj.session_id == ReservedTarget.NEW and obj.preset:
             return format_html("new <small>(preset {})</small>", obj.preset)
         return obj.session_id
 

@@ -1,16 +1,16 @@
 """Delivery tasks on django-q2's queue (signalling): the claim enqueues, `scheduler.tasks` runs them.
 
 One task delivers a batch of runs (FIELD-NOTES: one task per occurrence cannot reach thousands
-per second). The task is named by its dotted path, so this module imports nothing that runs it.
+per second). The task is the project's DSHLOOP_DELIVER_TASK, named by its dotted path: this module
+sits below the scheduler that runs it and imports nothing of it.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django_q.tasks import async_task
 
 from sessions_app.hosts import get_host
-
-DELIVER_TASK = "scheduler.tasks.deliver_runs"
 
 
 def enqueue_deliveries(run_ids: list[str]) -> None:
@@ -18,4 +18,8 @@ def enqueue_deliveries(run_ids: list[str]) -> None:
     a batch of the host's size (Capabilities.delivery_batch)."""
     size = get_host().capabilities.delivery_batch
     for start in range(0, len(run_ids), size):
-        async_task(DELIVER_TASK, run_ids[start : start + size], q_options={"task_name": f"deliver {run_ids[start]}"})
+        async_task(
+            settings.DSHLOOP_DELIVER_TASK,
+            run_ids[start : start + size],
+            q_options={"task_name": f"deliver {run_ids[start]}"},
+        )

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 from core.errors import InvalidInput
 from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, Text
 from loops import schedules
+from sessions_app.hosts.base import OUTCOME_TEXT_LIMIT
 
 MAX_PROMPT_CHARS = 100_000
 
@@ -351,10 +352,12 @@ class OutcomeIn(StrictModel):
     """contract §10: how the turn a delivery started ended, as its host saw it."""
 
     status: Literal["succeeded", "failed", "cancelled"]
-    summary: Annotated[str, Text(4000)] | None = Field(
+    summary: Annotated[str, Text(OUTCOME_TEXT_LIMIT)] | None = Field(
         None, description="What the turn did, in a sentence or a paragraph."
     )
-    error: Annotated[str, Text(4000)] | None = Field(None, description="Why the turn failed, when it did.")
+    error: Annotated[str, Text(OUTCOME_TEXT_LIMIT)] | None = Field(
+        None, description="Why the turn failed, when it did."
+    )
 
 
 class RunsOut(BaseModel):

@@ -205,9 +205,9 @@ class LoopCreateForm(forms.Form):
             body["session_id"] = self.current_session
         elif target == "session":
             body["session_id"] = data.get("session") or ""
-        elif target in ("self", "new"):
+        elif target in (ReservedTarget.SELF, ReservedTarget.NEW):
             body["session_id"] = target
-        if target == "new" and data.get("preset"):
+        if target == ReservedTarget.NEW and data.get("preset"):
             body["preset"] = data["preset"]  # spec §8.2: a preset only when new is selected
         return body
 
@@ -252,11 +252,11 @@ def amount_and_unit(seconds: int) -> tuple[int, str]:
 def initial_for(loop: Loop) -> dict:
     """The edit form's values for a loop as it is."""
     initial = {"name": loop.name, "prompt": loop.prompt, "kind": loop.schedule.kind, "revision": loop.revision}
-    if loop.session_id in ("self", "new"):
+    if loop.session_id in (ReservedTarget.SELF, ReservedTarget.NEW):
         initial["target"] = loop.session_id
     else:
         initial.update(target="session", session=loop.session_id)
-    if loop.session_id == "new":
+    if loop.session_id == ReservedTarget.NEW:
         initial.update(
             preset=loop.preset,
             workspace=loop.workspace,
@@ -342,11 +342,13 @@ class LoopEditForm(LoopCreateForm):
         else:
             for name in UNATTENDED_FORM_FIELDS:
                 del self.fields[name]
-        if loop.session_id == "self":
+        if loop.session_id == ReservedTarget.SELF:
             # Keeping the target it has needs no global interface (only a change of target is checked).
             self.fields["target"].widget.unavailable = set()
         session_choices = self.fields["session"].widget.choices
-        if loop.session_id not in ("self", "new") and loop.session_id not in {v for v, _ in session_choices}:
+        if loop.session_id not in (ReservedTarget.SELF, ReservedTarget.NEW) and loop.session_id not in {
+            v for v, _ in session_choices
+        }:
             session_choices.append((loop.session_id, f"{loop.session_id} (the current target)"))
         zone = getattr(loop.schedule, "tz", None)
         if zone and zone not in {v for v, _ in self.fields["tz"].widget.choices}:
@@ -412,7 +414,7 @@ class LoopEditForm(LoopCreateForm):
         target = body.get("session_id")
         if target != loop.session_id:
             patch["session_id"] = target
-        if target == "new" and body.get("preset") != (loop.preset or None):
+        if target == ReservedTarget.NEW and body.get("preset") != (loop.preset or None):
             patch["preset"] = body.get("preset")  # None: back to inheriting the creator's preset
         if target == ReservedTarget.NEW and self.unattended:
             for field, value in self._unattended_values().items():

@@ -90,7 +90,7 @@ def _record_broken(loop: Loop, error: Exception, now: datetime, tally: Tally) ->
         _insert([run])
         store_revision_prompts([loop.loop_id])
         Loop.objects.filter(loop_id=loop.loop_id).update(
-            state=LoopState.FAILED, next_at=None, last_run_at=now, last_result="failed", last_error=message
+            state=LoopState.FAILED, next_at=None, last_run_at=now, last_result=RunStatus.FAILED, last_error=message
         )
     tally.finished(RunStatus.FAILED)
 
@@ -251,7 +251,9 @@ def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, 
         if reason := skip_reason(run.error):
             tally.skipped_for(reason)
         if loops[run.loop_id].schedule.one_shot:
-            Loop.objects.filter(loop_id=run.loop_id).update(last_run_at=now, last_result="failed", last_error=run.error)
+            Loop.objects.filter(loop_id=run.loop_id).update(
+                last_run_at=now, last_result=RunStatus.FAILED, last_error=run.error
+            )
 
 
 def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally, misfired: set[str]) -> None:
@@ -274,7 +276,7 @@ def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally
         loop = loops[run.loop_id]
         state = LoopState.FAILED if loop.schedule.one_shot else LoopState.SCHEDULED
         Loop.objects.filter(loop_id=loop.loop_id).update(
-            state=state, last_run_at=now, last_result="failed", last_error=message
+            state=state, last_run_at=now, last_result=RunStatus.FAILED, last_error=message
         )
 
 

@@ -45,6 +45,7 @@ from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, host_savepoint, resolve_target
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Delivered, Host, HostError, Message
+from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.delivery")
 
@@ -161,12 +162,13 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
             run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
         )
     source = run_source(run)
+    fresh = (run.target or (loop.session_id if loop else "")) == ReservedTarget.NEW
     try:
         if loop is None:
             raise PermanentFailure("The loop was deleted before this occurrence was delivered.")
         target = resolve_target(host, loop, run, source)
         run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
-        if (run.target or loop.session_id) == "new" and not host.capabilities.transactional:
+        if fresh and not host.capabilities.transactional:
             # Remember the new session first: a retry of this occurrence must reuse it.
             LoopRun.objects.filter(run_id=run.run_id).update(
                 target_session_id=run.target_session_id, fallback=run.fallback
@@ -188,7 +190,7 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
         source,
         run.occurrence_key,
         summary=message_summary(name=loop.name, prompt=prompt),
-        fresh=(run.target or loop.session_id) == "new",
+        fresh=fresh,
     )
 
 

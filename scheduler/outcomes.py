@@ -23,8 +23,6 @@ from scheduler.failures import locked_loops, take_outcome
 
 logger = logging.getLogger("dshloop.delivery")
 
-TEXT_LIMIT = 4000  # contract §10: summary and error, each
-
 
 def record_outcome(
     *, run_id: str, status: str, summary: str = "", error: str = "", now: datetime | None = None

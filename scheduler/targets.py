@@ -12,6 +12,7 @@ from django.db import transaction
 from scheduler.message import Source
 from scheduler.rows import DeliveryLoop, RunRow
 from sessions_app.hosts.base import NO_PLACEMENT, Host, Placement
+from sessions_app.models import ReservedTarget
 from sessions_app.records import SessionInfo
 
 
@@ -38,7 +39,7 @@ class BatchView:
 
     def __init__(self, host: Host, session_ids: set[str]):
         self.host = host
-        self.sessions = host.get_sessions(session_ids - {"", "self", "new"})
+        self.sessions = host.get_sessions(session_ids - {"", *ReservedTarget.values})
         self._global: list[SessionInfo | None] = []
 
     def get_session(self, session_id: str) -> SessionInfo | None:
@@ -120,14 +121,14 @@ def resolve_target(host: Host, loop: DeliveryLoop, run: RunRow, source: Source) 
     # The target the run was claimed with: an edit while it is in flight applies to later runs
     # (a run in flight finishes with its old revision).
     target = run.target or loop.session_id
-    if target == "new":
+    if target == ReservedTarget.NEW:
         if run.target_session_id:  # made on an earlier attempt of this occurrence
             session = host.get_session(run.target_session_id)
             if session:
                 session = _awake(host, session)  # it may have gone cold since that attempt
                 return DeliveryTarget(session.session_id, session.status)
         return _new_session(host, loop, run, source)
-    if target == "self":
+    if target == ReservedTarget.SELF:
         session = host.global_session()
         if session is None:
             raise PermanentFailure('No global interface session is available for target "self".')

@@ -19,8 +19,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 
+from core.locks import lock_until_commit
 from loops.humanize import fresh_sessions_running, wait_span
 from loops.models import RunStatus
 from loops.runs import CAPACITY, OVERLAP, running_fresh_runs, skip_prefix
@@ -83,7 +83,4 @@ class Capacity:
 def _lock_count() -> None:
     """Serialize the claims that count slots until their transaction ends (PostgreSQL); the count
     is read after the lock, so it sees every claim committed before."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ["dshloop-new-run-capacity"])
+    lock_until_commit("dshloop-new-run-capacity")

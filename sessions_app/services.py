@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from core.bulk import insert_rows
+from core.locks import lock_until_commit
 from core.timeutil import truncate_to_ms
 
 from .models import InboxMessage, InboxSequence, Preset, SessionHeader, SessionStatus
@@ -27,10 +28,7 @@ def lock_global_interface() -> None:
     transaction-scoped advisory lock; SQLite: its IMMEDIATE transactions already serialize every
     writer. A row lock on the current holder would not do: with no holder, or with one that a claim
     has just cleared, two claims find nothing to wait for and both set the flag."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ["dshloop-global-interface"])
+    lock_until_commit("dshloop-global-interface")
 
 
 @transaction.atomic

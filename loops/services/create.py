@@ -6,7 +6,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from core.errors import (
     IntervalTooShort,
@@ -16,6 +16,7 @@ from core.errors import (
     UnknownPreset,
     UnknownSession,
 )
+from core.locks import lock_until_commit
 from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
@@ -123,11 +124,8 @@ def lock_quota_count(*, target: str, creator: str | None) -> None:
     """Serialize the creates that join one quota count, until the transaction ends. PostgreSQL: a
     transaction-scoped advisory lock on the count's name; SQLite: its IMMEDIATE transactions
     already serialize every writer."""
-    if connection.vendor != "postgresql":
-        return
     bucket = f"creator:{creator}" if target in {ReservedTarget.NEW, ReservedTarget.SELF} else f"target:{target}"
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"dshloop-quota {bucket}"])
+    lock_until_commit(f"dshloop-quota {bucket}")
 
 
 def loop_create(

@@ -18,6 +18,7 @@ from loops.models import AWAITING_APPROVAL, LoopState
 from loops.selectors import loop_get
 from loops.services import lifecycle
 from sessions_app.hosts import get_host
+from sessions_app.models import ReservedTarget
 
 from .. import queries, utf8
 from ..rows import loop_row, loop_title, when
@@ -100,7 +101,7 @@ def resume(request, loop_id: str):
 def confirmation(loop, *, now, back: str) -> dict:
     """What a confirmation page (delete, run now, retry) shows of the loop it asks about."""
     titles = queries.session_titles([loop.session_id])
-    global_session = get_host().global_session() if loop.session_id == "self" else None
+    global_session = get_host().global_session() if loop.session_id == ReservedTarget.SELF else None
     return {
         "now": now,
         "health": health(now),
