@@ -73,3 +73,11 @@ def test_an_unflagged_ses_global_is_flagged_and_keeps_its_title(settings):
     assert len(global_lines(bootstrap())) == 1
     assert globals_() == [("ses_global", "Renamed by someone")]
     assert SessionHeader.objects.get(session_id="ses_global").preset == "coder"
+
+
+def test_the_admin_line_names_the_url_it_is_served_on():
+    # make run serves on 8000; make run-dsh passes the port it serves on (DSHLOOP_PORT).
+    out = StringIO()
+    call_command("bootstrap", "--url", "http://127.0.0.1:8765", stdout=out)
+    [line] = [line for line in out.getvalue().splitlines() if line.startswith("Admin user created")]
+    assert line.endswith("(log in at http://127.0.0.1:8765/admin/)")
