@@ -53,7 +53,9 @@ def fire_and_read_outcome(real: RealDsh, *, claim_at) -> LoopRun:
 
 
 def listed(api: ApiClient, loop_id: str) -> dict:
-    [view] = [loop for loop in api.tool("loop_list", {"session_id": SESSION}).json()["loops"] if loop["loop_id"] == loop_id]
+    [view] = [
+        loop for loop in api.tool("loop_list", {"session_id": SESSION}).json()["loops"] if loop["loop_id"] == loop_id
+    ]
     return view
 
 

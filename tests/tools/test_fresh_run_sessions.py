@@ -21,7 +21,9 @@ READ_ONLY = ["loop_list", "list_sessions", "check_session_status"]
 def fresh_session(api) -> str:
     """The session the scheduler makes for one run of a `new` loop (an agent's, from ses_caller)."""
     with time_machine.travel(T0, tick=False):
-        created = api.tool("loop_create", {"prompt": "Summarise the alerts", "schedule": after(10), "session_id": "new"})
+        created = api.tool(
+            "loop_create", {"prompt": "Summarise the alerts", "schedule": after(10), "session_id": "new"}
+        )
     assert created.status_code == 200, created.content
     with time_machine.travel(T0 + s(10), tick=False):
         deliver_runs(claim_due(now=T0 + s(10)), now=T0 + s(10))
