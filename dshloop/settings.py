@@ -328,15 +328,15 @@ DSHLOOP_MIN_NEW_INTERVAL_SECONDS = env_int("DSHLOOP_MIN_NEW_INTERVAL_SECONDS", 3
 # asks the person before an agent creates a `new` loop, and turning it on holds back every agent's
 # `new` loops until someone looks at the panel.
 DSHLOOP_APPROVE_AGENT_NEW_LOOPS = env_bool("DSHLOOP_APPROVE_AGENT_NEW_LOOPS", False)
-# Contract §15: a session dshloop made for a `new` run may make or delete loops only when this is on
-# (unattended work scheduling more unattended work is off by default).
+# Contract §15: whether a session dshloop made for a `new` run may create and delete loops (the
+# tools refuse it with 403 forbidden, and GET /api/tools leaves them out for it). Off by default:
+# an unattended run must not schedule more unattended work, as dsh-automation refuses recursion.
 DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS = env_bool("DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS", False)
-# Contract §14: the host permission presets a `new` loop may carry (DSH rc.8's table; a deployment
-# that patches DSH's table with more lists them here too), and the one a new loop gets unless an
-# operator picks another: the most restrictive that still lets a run read its workspace.
-DSHLOOP_PERMISSION_PRESETS = env_list(
-    "DSHLOOP_PERMISSION_PRESETS", ["read-only", "workspace-write", "danger-full-access"]
-)
+# Contract §14, §15: the host permission presets a `new` loop may carry (DSH rc.8's table without its
+# unconfined `danger-full-access`, which an operator may add; a deployment that patches DSH's table
+# with more lists them here too), and the one a new loop gets unless an operator picks another: the
+# most restrictive that still lets a run read its workspace.
+DSHLOOP_PERMISSION_PRESETS = env_list("DSHLOOP_PERMISSION_PRESETS", ["read-only", "workspace-write"])
 DSHLOOP_DEFAULT_PERMISSION_PRESET = env_listed(
     "DSHLOOP_DEFAULT_PERMISSION_PRESET",
     "read-only",

@@ -223,6 +223,9 @@ class LoopRun(models.Model):
             # The count of fresh agents running (loops.runs.running_fresh_runs), at each claim of a `new` loop:
             # WHERE target = 'new' AND outcome = '' AND (open OR delivered since the run timeout).
             models.Index(fields=["finished_at"], condition=Q(target="new", outcome=""), name="run_fresh_idx"),
+            # Whether a tool's caller is a session made for a `new` run (loops.selectors.
+            # made_for_fresh_run, contract §15): only `new` runs write an entry here.
+            models.Index(fields=["target_session_id"], condition=Q(target="new"), name="run_fresh_session_idx"),
             # Health's count of deliveries that failed lately (monitoring.gauges): failed runs only,
             # so a delivery that goes well writes no entry here.
             models.Index(fields=["finished_at"], condition=Q(status="failed"), name="run_failed_idx"),

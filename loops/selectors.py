@@ -242,3 +242,11 @@ def active_loops_in_quota(*, target: str, created_by: str | None) -> int:
     else:
         loops = active_loops().filter(session_id=target)
     return loops.count()
+
+
+def made_for_fresh_run(session_id: str) -> bool:
+    """Whether dshloop made this session for a run of a `new` loop (contract §15), on every host:
+    such a run records the session it made as its target_session_id (scheduler.targets; before
+    delivering, on a remote host). One probe of run_fresh_session_idx. A session whose runs
+    retention has pruned counts as anyone's again: by then it is no longer an unattended run's."""
+    return LoopRun.objects.filter(target=ReservedTarget.NEW, target_session_id=session_id).exists()

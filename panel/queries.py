@@ -208,7 +208,8 @@ class ComposerStatus:
     session_id: str
     active: int
     overdue: int
-    failing: int
+    failed: int  # contract §15: the latest finished run failed (its delivery or its turn)
+    paused: int  # will not fire until resumed; an auto-paused loop is one of these
     nearest: datetime | None
     loops: list[Loop]
 
@@ -223,7 +224,8 @@ def composer_status(session_id: str, *, now: datetime, global_session_id: str | 
     summary = loops.aggregate(
         active=Count("loop_id"),
         overdue=Count("loop_id", filter=state_q("overdue", now)),
-        failing=Count("loop_id", filter=Q(state=LoopState.FAILED) | Q(last_result="failed")),
+        failed=Count("loop_id", filter=Q(state=LoopState.FAILED) | Q(last_result="failed")),
+        paused=Count("loop_id", filter=Q(state=LoopState.PAUSED)),
         # The nearest run still ahead (or just due); late ones are what `overdue` counts.
         nearest=Min("next_at", filter=~state_q("overdue", now)),
     )

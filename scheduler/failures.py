@@ -112,13 +112,33 @@ class ReportedRun(Protocol):
     def manual(self) -> bool: ...
 
 
+def failed_turn(outcome: str) -> bool:
+    """contract §15: a turn that ended in an error (or timed out) or was cancelled did not do what
+    the loop asked, so the loop shows it as failed, although only an error counts towards the
+    streak (is_failure)."""
+    return outcome in (RunOutcome.FAILED, RunOutcome.CANCELLED)
+
+
+_UNEXPLAINED = {
+    RunOutcome.FAILED: "The turn ended in an error; the host gave no reason.",
+    RunOutcome.CANCELLED: "The turn was cancelled before it finished.",
+}
+
+
 def take_outcome(loop: Loop, run: ReportedRun, *, now: datetime, latest: bool = True) -> None:
     """A locked loop takes in a turn outcome its host reported for `run`: the loop row shows it
-    while the run is its latest, and a scheduled run's verdict changes the streak (recounted
-    from the history, since the delivery may already have reset or raised it)."""
+    while the run is its latest — a failed or cancelled turn as last_result "failed" with the
+    reason; a succeeded one leaves the delivery's result — and a scheduled run's verdict changes
+    the streak (recounted from the history, since the delivery may already have reset or raised
+    it). A manual run is shown like a scheduled one, as its delivery is (scheduler.delivery)."""
     if latest:
         loop.last_outcome, loop.last_summary = run.outcome, run.summary
-        loop.save(update_fields=["last_outcome", "last_summary"])
+        fields = ["last_outcome", "last_summary"]
+        if failed_turn(run.outcome):
+            loop.last_result = RunStatus.FAILED
+            loop.last_error = run.error or _UNEXPLAINED[RunOutcome(run.outcome)]
+            fields += ["last_result", "last_error"]
+        loop.save(update_fields=fields)
     if run.manual:
         return
     streak = count_failures(loop.loop_id)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from core.errors import InvalidInput, NotFound, OutcomeRecorded
 from core.timeutil import truncate_to_ms
 from loops.counters import Tally
-from loops.models import LoopRun, RunOutcome, RunStatus
+from loops.models import Loop, LoopRun, RunOutcome, RunStatus
 from scheduler.failures import locked_loops, take_outcome
 
 logger = logging.getLogger("dshloop.delivery")
@@ -61,16 +61,16 @@ def record_outcome(
 
 def _update_loop(run: LoopRun, now: datetime) -> None:
     for loop in locked_loops([run.loop_id]):
-        take_outcome(loop, run, now=now, latest=_is_latest(run))
+        take_outcome(loop, run, now=now, latest=_shown_by(loop, run))
 
 
-def _is_latest(run: LoopRun) -> bool:
-    """No newer run of its loop has finished: the loop row shows this run's outcome."""
-    return not LoopRun.objects.filter(
-        loop_id=run.loop_id,
-        scheduled_at__gt=run.scheduled_at,
-        status__in=(RunStatus.DELIVERED, RunStatus.FAILED),
-    ).exists()
+def _shown_by(loop: Loop, run: LoopRun) -> bool:
+    """The loop row still shows this run: no other run of it was recorded finished since. Every
+    record of a finished run sets the loop's last_run_at to the run's finished_at (scheduler.delivery,
+    scheduler.claims), so an outcome that comes late for an older run leaves a newer run's result."""
+    if run.finished_at is None:
+        return False  # still open: its delivery's record takes the outcome in (scheduler.delivery)
+    return loop.last_run_at is None or run.finished_at >= loop.last_run_at
 
 
 def end_turn(*, run_id: str, error: str, cancel: Callable[[], None], timed_out: bool, now: datetime) -> bool:

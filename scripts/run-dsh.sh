@@ -36,7 +36,8 @@ scripts/install-dsh-plugin.sh "$DSH_DIR" "$DSH_HOME" >/dev/null
 export DSHLOOP_HOST=dsh DSHLOOP_DSH_URL=$DSH_URL DSHLOOP_DSH_CWD=$WORK
 unset DSHLOOP_TOKEN # the plugin ignores it (and says so); it must not reach DSH's environment
 $PY manage.py migrate --noinput -v 0
-$PY manage.py bootstrap --without-host # the global interface session is made below, once DSH answers
+# The admin line names the port served here; the global interface session is made below, once DSH answers.
+$PY manage.py bootstrap --without-host --url "$DSHLOOP_URL"
 rm -f "$VAR_DIR/dsh-plugin-token"      # where earlier versions kept it; its token is revoked now
 plugin_token=$($PY manage.py dsh_plugin_token)
 [ -n "$plugin_token" ] || {
@@ -108,7 +109,7 @@ fi
 cat <<EOF
 
   DSH Web:  $DSH_URL   the loop tools in every agent, each conversation's loops in its composer
-  dshloop:  $DSHLOOP_URL/panel/   sign in with the admin user printed the first time
+  dshloop:  $DSHLOOP_URL/panel/   sign in with the admin user printed the first time ($DSHLOOP_URL/admin/)
   model:    $model
   Ctrl-C stops both.
 

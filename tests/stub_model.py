@@ -6,7 +6,9 @@ DSH is started with DEEPSEEK_BASE_URL pointing here and any DEEPSEEK_API_KEY
   it answers `done after tool` and the turn ends;
 - `SLOW<n>` → it streams `tick 0 ` … `tick <n-1> `, one a second: a turn that runs for n seconds
   (long enough to be steered into or cancelled);
-- `FAILNOW` → it refuses the request (400 invalid_request_error "stub refuses"): a model error;
+- `FAILNOW` in the turn's own message → it refuses the request (400 invalid_request_error "stub
+  refuses"): a model error. A refused turn leaves no assistant message, so the next turn's request
+  still carries that message; only the newest prompt counts, and that next turn is answered;
 - anything else → it answers `ack: <the message's start>`;
 - title requests → `Stub Title`.
 
@@ -23,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CALLTOOL = re.compile(r"CALLTOOL (\S+) (\{.*\})", re.DOTALL)
 SLOW = re.compile(r"SLOW(\d+)")
+# DSH's runtime-context snapshot, a user message a preset adds beside the prompt.
+RUNTIME_CONTEXT = "Current runtime context."
 REFUSAL = json.dumps({"error": {"message": "stub refuses", "type": "invalid_request_error"}}).encode()
 
 
@@ -51,7 +55,8 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             if message.get("role") == "user":
                 tail.append(text_of(message.get("content")))
-        if "FAILNOW" in "\n".join(tail) and "concise title" not in system:
+        prompt = next((text for text in tail if not text.startswith(RUNTIME_CONTEXT)), "")  # the newest
+        if "FAILNOW" in prompt and "concise title" not in system:
             self._refuse()
             return
         tool_call = None

@@ -121,3 +121,11 @@ def test_the_embedded_host_makes_its_global_session_even_without_host(settings):
     assert global_lines(out.getvalue().splitlines()) == [
         'Global interface session created: ses_global (the target "self")'
     ]
+
+
+def test_the_admin_line_names_the_url_it_is_served_on():
+    # make run serves on 8000; make run-dsh passes the port it serves on (DSHLOOP_PORT).
+    out = StringIO()
+    call_command("bootstrap", "--url", "http://127.0.0.1:8765", stdout=out)
+    [line] = [line for line in out.getvalue().splitlines() if line.startswith("Admin user created")]
+    assert line.endswith("(log in at http://127.0.0.1:8765/admin/)")

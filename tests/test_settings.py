@@ -107,6 +107,22 @@ def test_bad_values_fail_loudly_naming_the_variable(var_dir, name, value, words)
     assert name in message and words in message
 
 
+def test_fresh_runs_make_no_loops_and_get_no_full_access_by_default(var_dir):
+    # contract §15: both are an operator's choice.
+    show = "print(json.dumps([s.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS, s.DSHLOOP_PERMISSION_PRESETS]))"
+    done = import_settings(var_dir, show)
+    assert json.loads(done.stdout) == [False, ["read-only", "workspace-write"]], done.stderr
+    done = import_settings(
+        var_dir,
+        show,
+        DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS="1",
+        DSHLOOP_PERMISSION_PRESETS="read-only,workspace-write,danger-full-access",
+    )
+    assert json.loads(done.stdout) == [True, ["read-only", "workspace-write", "danger-full-access"]], done.stderr
+    message = refused(var_dir, DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS="sometimes")
+    assert "DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS" in message and "must be a boolean" in message
+
+
 def test_importing_settings_writes_no_file(tmp_path, var_dir):
     loaded = settings_of(var_dir)
     assert not var_dir.exists()  # neither var/ nor var/static nor var/secret_key

@@ -33,10 +33,15 @@ class ToolsOut(BaseModel):
     tools: list[ToolDefinition]
 
 
-@router.get("", summary="Tool definitions", response=answers(ToolsOut))
+@router.get("", summary="Tool definitions", response=answers(ToolsOut), openapi_extra=CALLER_HEADER_DOC)
 def list_tools(request):
-    """The five tools as LLM function definitions (JSON Schemas of the validating models)."""
-    return catalogue()
+    """The five tools as LLM function definitions (JSON Schemas of the validating models).
+
+    With `X-DSH-Session-Id`, the tools that session may use: a session dshloop made for a `new`
+    loop's run is not given `loop_create` and `loop_delete` (they answer it 403 `forbidden`) unless
+    `DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS=1`.
+    """
+    return catalogue(caller_of(request))
 
 
 @router.post(

@@ -30,6 +30,9 @@ class Tool(Generic[_In]):
     # the output model's JSON, encoded by the presenter that defines the shape (functions.Encoded).
     function: Callable[[_In, str | None], BaseModel | functions.Encoded]
     description: str
+    # contract §15: refused to a session made for a `new` run unless the operator allows it
+    # (functions.may_make_loops), and left out of the catalogue that session is given.
+    makes_loops: bool = False
 
     def definition(self) -> dict:
         """As an LLM function definition (GET /api/tools)."""
@@ -55,6 +58,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         '"ses_123". '
         'Example: {"prompt": "Check the deploy", "schedule": {"kind": "every", "every_seconds": 600}}. '
         "Returns the loop with its loop_id and next_at (epoch ms).",
+        makes_loops=True,
     ),
     Tool(
         "loop_list",
@@ -74,6 +78,7 @@ TOOLS: tuple[Tool[Any], ...] = (
         functions.loop_delete,
         'Delete a loop by its loop_id, e.g. {"loop_id": "loop_3f9a1c2b7d4e6a80"}: any loop, from any session '
         "(loop_list shows the IDs). Its run history is kept.",
+        makes_loops=True,
     ),
     Tool(
         "list_sessions",
@@ -95,6 +100,8 @@ TOOLS: tuple[Tool[Any], ...] = (
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
 
-def catalogue() -> dict:
-    """GET /api/tools's body; also built into the DSH plugin (manage.py tools_catalogue)."""
-    return {"tools": [tool.definition() for tool in TOOLS]}
+def catalogue(caller: str | None = None) -> dict:
+    """GET /api/tools's body, the tools `caller` may use (all five without one); also built into
+    the DSH plugin (manage.py tools_catalogue)."""
+    everything = functions.may_make_loops(functions.checked_caller(caller))
+    return {"tools": [tool.definition() for tool in TOOLS if everything or not tool.makes_loops]}

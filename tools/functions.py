@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core import signing
 from django.utils import timezone
 
-from core.errors import InvalidInput, NoCurrentSession, UnknownSession
+from core.errors import Forbidden, InvalidInput, NoCurrentSession, UnknownSession
 from core.http import CALLER_HEADER
 from core.timeutil import truncate_to_ms
 from core.validation import check_identifier
@@ -29,7 +30,7 @@ from loops.presenters import (
     loop_view,
 )
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopView
-from loops.selectors import Position, loop_row_chunks, loop_rows
+from loops.selectors import Position, loop_row_chunks, loop_rows, made_for_fresh_run
 from loops.selectors import loop_list as select_loops
 from loops.services import create, lifecycle
 from sessions_app.hosts import get_host, global_session_id
@@ -80,9 +81,26 @@ def current_session(caller: str | None) -> str:
     return caller
 
 
+def may_make_loops(caller: str | None) -> bool:
+    """contract §15: a session dshloop made for a `new` run may create and delete loops only when
+    DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS is on, so that unattended work cannot schedule more of
+    itself; any other caller (or none) may. `caller` as checked_caller returns it."""
+    return not caller or settings.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS or not made_for_fresh_run(caller)
+
+
+def check_may_make_loops(caller: str | None, tool: str) -> None:
+    if not may_make_loops(caller):
+        raise Forbidden(
+            f"{tool} is not available to session {caller!r}: dshloop made it for an unattended run of a "
+            "'new' loop, and such runs may not create or delete loops (an operator can allow it with "
+            "DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS=1). Report what you would schedule in your answer instead."
+        )
+
+
 def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
     """spec §2.1: a prompt, a schedule (every / after / cron) and a target session."""
     caller = caller_session(caller)
+    check_may_make_loops(caller, "loop_create")
     now = truncate_to_ms(timezone.now())
     if payload.v1_interval is not None:
         log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller)
@@ -192,6 +210,7 @@ def list_position(cursor: str, *, scope: str) -> Position:
 def loop_delete(payload: LoopDeleteIn, caller: str | None) -> LoopDeleteOut:
     """spec §2.3: any loop, by its ID, from any caller (none is needed)."""
     caller = checked_caller(caller)
+    check_may_make_loops(caller, "loop_delete")
     if payload.loop_id is not None and payload.v1_id is not None:
         raise InvalidInput("Give 'loop_id' or the deprecated 'id', not both.", field="id")
     loop_id = payload.loop_id if payload.loop_id is not None else payload.v1_id

@@ -17,20 +17,26 @@ export interface StatusSummary {
   /** The nearest next run (epoch ms), when any loop has one. */
   readonly nextAt?: number
   readonly overdue: number
+  /** contract §15: loops whose latest finished run failed (its delivery, or its turn). */
   readonly failed: number
+  /** Paused loops: they will not fire until resumed (five failures in a row pause one). */
+  readonly paused: number
 }
 
 export function summarize(loops: readonly LoopSummary[]): StatusSummary {
   let nextAt: number | undefined
   let overdue = 0
   let failed = 0
+  let paused = 0
   for (const loop of loops) {
     if (typeof loop.next_at === 'number' && (nextAt === undefined || loop.next_at < nextAt)) nextAt = loop.next_at
     if (loop.state === 'overdue') overdue += 1
     // A loop whose last run failed is marked even while it waits for its next one.
     if (loop.state === 'failed' || loop.last_result === 'failed') failed += 1
+    // LoopView carries no pause_reason: every paused loop is marked, an auto-paused one among them.
+    if (loop.state === 'paused') paused += 1
   }
-  return { count: loops.length, ...(nextAt === undefined ? {} : { nextAt }), overdue, failed }
+  return { count: loops.length, ...(nextAt === undefined ? {} : { nextAt }), overdue, failed, paused }
 }
 
 /** `no loops`, `1 loop`, `3 loops`: the contract's first words of the status. */
@@ -58,12 +64,13 @@ export function duration(seconds: number): string {
   return `${secs}s`
 }
 
-/** The whole line: `1 loop · next in 8m 05s · 1 overdue`. */
+/** The whole line: `1 loop · next in 8m 05s · 1 overdue · 1 failed · 1 paused`. */
 export function statusText(summary: StatusSummary, now: number): string {
   const parts = [countText(summary.count)]
   if (summary.nextAt !== undefined) parts.push(`next ${countdown(summary.nextAt, now)}`)
   if (summary.overdue > 0) parts.push(`${summary.overdue} overdue`)
   if (summary.failed > 0) parts.push(`${summary.failed} failed`)
+  if (summary.paused > 0) parts.push(`${summary.paused} paused`)
   return parts.join(' · ')
 }
 

@@ -19,7 +19,7 @@ test('the nearest next run is the countdown, and loops without one are counted',
   ])
   assert.equal(summary.count, 3)
   assert.equal(summary.nextAt, NOW + 485_000)
-  assert.equal(statusText(summary, NOW), '3 loops · next in 8m 05s')
+  assert.equal(statusText(summary, NOW), '3 loops · next in 8m 05s · 1 paused')
 })
 
 test('overdue and failed loops are marked', () => {
@@ -30,6 +30,18 @@ test('overdue and failed loops are marked', () => {
   ])
   assert.deepEqual([summary.overdue, summary.failed], [1, 2])
   assert.equal(statusText(summary, NOW), '3 loops · next late 1m 10s · 1 overdue · 2 failed')
+})
+
+test('a loop whose turn failed is marked failed, and an auto-paused one failed and paused', () => {
+  // contract §15: loop_list says last_result "failed" after a failed turn; five in a row pause the loop.
+  const failing = summarize([{ loop_id: 'loop_a', state: 'scheduled', next_at: NOW + 30_000, last_result: 'failed' }])
+  assert.equal(statusText(failing, NOW), '1 loop · next in 30s · 1 failed')
+  const paused = summarize([{ loop_id: 'loop_a', state: 'paused', last_result: 'failed' }])
+  assert.deepEqual([paused.failed, paused.paused], [1, 1])
+  assert.equal(statusText(paused, NOW), '1 loop · 1 failed · 1 paused')
+  // A later delivered run clears the mark.
+  const mended = summarize([{ loop_id: 'loop_a', state: 'scheduled', next_at: NOW + 30_000, last_result: 'delivered' }])
+  assert.equal(statusText(mended, NOW), '1 loop · next in 30s')
 })
 
 test('the countdown reads in the largest sensible units', () => {

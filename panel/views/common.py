@@ -49,9 +49,12 @@ def health(now):
 
 
 def global_title(global_session) -> str | None:
+    """How a `self` target names the global interface session: its title with its ID, or the ID."""
     if global_session is None:
         return None
-    return global_session.title or global_session.session_id
+    if global_session.title:
+        return f"{global_session.title} ({global_session.session_id})"
+    return global_session.session_id
 
 
 def back_here(request, *, after_delete: str | None = None) -> dict:

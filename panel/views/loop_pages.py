@@ -136,6 +136,9 @@ def detail(request, loop_id: str):
         raise Http404("No such loop and no runs or changes recorded for it.")
     zone_name = loop_zone(loop) if loop else settings.TIME_ZONE
     row = upcoming = None
+    # One read for every session the page names: the target, the creator, each run's session.
+    named = {run.target_session_id for run in runs} | ({loop.session_id, loop.created_by_session_id} if loop else set())
+    titles = queries.session_titles(named)
     if loop is not None:
         global_session = get_host().global_session() if loop.session_id == ReservedTarget.SELF else None
         titles = queries.session_titles([loop.session_id, loop.created_by_session_id])
@@ -165,6 +168,7 @@ def detail(request, loop_id: str):
                 "finished": when(run.finished_at, zone_name, now),
                 "outcome_at": when(run.outcome_at, zone_name, now),
                 "prompt": preview(run.prompt, 80),
+                "target_title": titles.get(run.target_session_id),
             }
             for run in runs
         ],

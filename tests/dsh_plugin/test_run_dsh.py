@@ -91,6 +91,7 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
             f"DSH Web:  http://127.0.0.1:{dsh_port}" in text
             and f"dshloop:  http://127.0.0.1:{dshloop_port}/panel/" in text
         )
+        assert f"(log in at http://127.0.0.1:{dshloop_port}/admin/)" in text  # the port served, not 8000
         wait_for(
             lambda: healthy(f"http://127.0.0.1:{dshloop_port}"),
             timeout=60,

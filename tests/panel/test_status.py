@@ -55,7 +55,14 @@ def test_count_nearest_run_and_problem_indicators(staff_client, make_loop):
     Loop.objects.filter(loop_id=failing.loop_id).update(last_result="failed", last_error="unreachable")
     html = status(staff_client, "ses_a")
     assert "5 loops" in html
-    assert "1 overdue" in html and "1 failing" in html and "needs-attention" in html
+    assert "1 overdue" in html and "1 failed" in html and "needs-attention" in html
+    assert "paused" not in html
+    # contract §15: an auto-paused loop is marked paused (and failed: its last run failed).
+    Loop.objects.filter(loop_id=failing.loop_id).update(
+        state=LoopState.PAUSED, next_at=None, paused_at=now, pause_reason="auto: unreachable"
+    )
+    html = status(staff_client, "ses_a")
+    assert "1 failed" in html and "1 paused" in html
     assert "overdue by 3 min" in html  # the late loop, listed first
     assert re.search(r"next <time[^>]*>in (2 min|1 min \d+ s)<", html)  # the nearest run still ahead: `soon`
     assert "+2 more" in html  # three shown, compactly

@@ -17,6 +17,8 @@ from sessions_app.hosts.base import GlobalSessionMaker, HostError
 from tokens.models import ApiToken
 from tokens.services import token_create
 
+DEFAULT_URL = "http://127.0.0.1:8000"  # `manage.py serve`'s default address
+
 
 class Command(BaseCommand):
     help = (
@@ -26,18 +28,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
+            "--url",
+            default=DEFAULT_URL,
+            help=f"where dshloop will answer, for the admin sign-in line (default {DEFAULT_URL}, as `make run` serves)",
+        )
+        parser.add_argument(
             "--without-host",
             action="store_true",
             help="skip the global interface session on a host outside dshloop's database, e.g. DSH "
             "(make run-dsh runs bootstrap again once DSH answers)",
         )
 
-    def handle(self, *args, without_host=False, **options):
+    def handle(self, *args, without_host=False, url=DEFAULT_URL, **options):
         User = get_user_model()
         if not User.objects.filter(is_superuser=True).exists():
             password = secrets.token_urlsafe(12)
             User.objects.create_superuser("admin", "", password)
-            self.stdout.write(f"Admin user created: admin / {password}  (log in at http://127.0.0.1:8000/admin/)")
+            self.stdout.write(f"Admin user created: admin / {password}  (log in at {url.rstrip('/')}/admin/)")
         if not ApiToken.objects.exists():
             _, raw = token_create(name="local", scopes=["tools", "host", "manage"])
             self.stdout.write(f"API token created (scopes tools, host, manage): {raw}")
