@@ -61,7 +61,9 @@ def backoff(attempt: int) -> timedelta:
 
 
 @dataclass
-class Outcome:
+class Attempt:
+    """How one delivery attempt of a run went (not the turn's outcome, which the host reports later)."""
+
     run: RunRow
     delivered: bool = False
     error: str = ""
@@ -127,10 +129,10 @@ def _lease(runs: list[RunRow], now: datetime) -> None:
         run.lease_until = until
 
 
-def _failure(run: RunRow, *, error: str, transient: bool) -> Outcome:
+def _failure(run: RunRow, *, error: str, transient: bool) -> Attempt:
     if transient and run.attempt < MAX_ATTEMPTS:
-        return Outcome(run, error=error, retry=True)
-    return Outcome(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
+        return Attempt(run, error=error, retry=True)
+    return Attempt(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
 
 
 def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, str]:
@@ -153,12 +155,12 @@ def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, st
     return prompts
 
 
-def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: str) -> Outcome | Message:
+def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: str) -> Attempt | Message:
     """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
     if run.attempt > MAX_ATTEMPTS:
         # Handed out again and again, and every driver died before recording an outcome: a
         # poison occurrence must not keep its loop `running` and be re-driven forever.
-        return Outcome(
+        return Attempt(
             run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
         )
     source = run_source(run)
@@ -174,7 +176,7 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
                 target_session_id=run.target_session_id, fallback=run.fallback
             )
     except PermanentFailure as exc:
-        return Outcome(run, error=str(exc))
+        return Attempt(run, error=str(exc))
     except HostError as exc:
         return _failure(run, error=str(exc), transient=exc.transient)
     except DatabaseError as exc:  # a resume or a fresh session the embedded host could not write
@@ -194,7 +196,7 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
     )
 
 
-def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Outcome]:
+def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Attempt]:
     view = BatchView(
         host,
         {loop.session_id for loop in loops.values()}
@@ -208,7 +210,7 @@ def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> 
     results = _deliver_isolating(host, [message for _, message in pending]) if pending else []
     delivered = {
         run.run_id: (
-            Outcome(run, delivered=True)
+            Attempt(run, delivered=True)
             if not isinstance(result, HostError)
             else _failure(run, error=str(result), transient=result.transient)
         )
@@ -267,22 +269,22 @@ def _still_leased(runs: list[RunRow]) -> list[RunRow]:
     return [run for run in runs if run.run_id in current]
 
 
-def _record(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: datetime) -> None:
-    """Record a batch of outcomes and update their loops; the caller holds the transaction and
+def _record(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
+    """Record a batch of attempts and update their loops; the caller holds the transaction and
     the runs' rows (taken or still leased)."""
     tally = Tally()
-    for outcome in outcomes:
+    for attempt in attempts:
         # A host may report the turn's end before the delivery is recorded (contract §10).
-        if outcome.run.outcome:
-            outcome.error = outcome.error or outcome.run.error
-        _settle(outcome, now)
-        if not outcome.retry:
-            tally.finished(outcome.run.status)
-        if outcome.delivered:
-            tally.delivered_late(outcome.run.scheduled_at, now)
+        if attempt.run.outcome:
+            attempt.error = attempt.error or attempt.run.error
+        _settle(attempt, now)
+        if not attempt.retry:
+            tally.finished(attempt.run.status)
+        if attempt.delivered:
+            tally.delivered_late(attempt.run.scheduled_at, now)
     tally.save()
-    update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in outcomes])
-    _update_loops(outcomes, loops, now)
+    update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in attempts])
+    _update_loops(attempts, loops, now)
 
 
 _RUN_FIELDS = (
@@ -297,25 +299,25 @@ _RUN_FIELDS = (
 )
 
 
-def _settle(outcome: Outcome, now: datetime) -> None:
-    """Set a run's fields from its outcome, and log it: one line per occurrence."""
-    run = outcome.run
-    if outcome.retry:
+def _settle(attempt: Attempt, now: datetime) -> None:
+    """Set a run's fields from its delivery attempt, and log it: one line per occurrence."""
+    run = attempt.run
+    if attempt.retry:
         run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
-        log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=outcome.error)
+        log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=attempt.error)
     else:
-        run.status = RunStatus.DELIVERED if outcome.delivered else RunStatus.FAILED
+        run.status = RunStatus.DELIVERED if attempt.delivered else RunStatus.FAILED
         run.retry_at, run.finished_at = None, now
-        log_occurrence(logger, logging.INFO, run, run.status, now=now, error=outcome.error)
-    run.error, run.lease_until = outcome.error, None
+        log_occurrence(logger, logging.INFO, run, run.status, now=now, error=attempt.error)
+    run.error, run.lease_until = attempt.error, None
 
 
-def _update_loops(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: datetime) -> None:
+def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
     """One UPDATE per distinct result: a batch that all went well is one statement."""
-    finished = [outcome for outcome in outcomes if not outcome.retry]
+    finished = [attempt for attempt in attempts if not attempt.retry]
     by_result = defaultdict(list)
-    for outcome in finished:
-        by_result[outcome.run.status, outcome.error, outcome.run.manual].append(outcome.run.loop_id)
+    for attempt in finished:
+        by_result[attempt.run.status, attempt.error, attempt.run.manual].append(attempt.run.loop_id)
     for (status, error, manual), loop_ids in by_result.items():
         # spec §3: a delivered one-shot (`after`) loop is completed and leaves the active list; a failed one
         # stays visible as failed. A manual run (run now) is not the loop's occurrence: it changes
@@ -337,11 +339,11 @@ def _update_loops(outcomes: list[Outcome], loops: dict[str, DeliveryLoop], now: 
             ),
             **streak,
         )
-    _apply_failure_policy([outcome.run for outcome in finished], now)
+    _apply_failure_policy([attempt.run for attempt in finished], now)
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
     if any(
         loop.kind not in ONE_SHOT_KINDS and loop.next_at and loop.next_at < soon
-        for loop in (loops.get(outcome.run.loop_id) for outcome in finished)
+        for loop in (loops.get(attempt.run.loop_id) for attempt in finished)
         if loop
     ):
         # Claimable again soon: a clock sleeping past that deadline must wake up.
@@ -386,10 +388,10 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
         _lease(runs, clock())
     if not runs:
         return 0
-    outcomes = _deliver(runs, loops, host)
+    attempts = _deliver(runs, loops, host)
     with transaction.atomic(durable=True):
         ours = {run.run_id for run in _still_leased(runs)}
-        _record([outcome for outcome in outcomes if outcome.run.run_id in ours], loops, clock())
+        _record([attempt for attempt in attempts if attempt.run.run_id in ours], loops, clock())
     return len(runs)
 
 

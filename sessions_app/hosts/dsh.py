@@ -160,7 +160,9 @@ class DshHost:
 
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
         items = [item for item in self._items() if item["sessionId"] in session_ids]
-        return {item["sessionId"]: self._info(item) for item in items}
+        sessions = {item["sessionId"]: self._info(item) for item in items}
+        self._cache(list(sessions.values()))  # the panel shows a delivery's target by its title
+        return sessions
 
     def global_session(self) -> SessionInfo | None:
         # DSH has no global interface: it is configured (contract §11); unset -> none.

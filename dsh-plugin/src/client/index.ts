@@ -208,10 +208,12 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
   }
   const answer = view.answer as StatusAnswer
   const summary = summarize(answer.loops)
-  const marked = summary.overdue > 0 || summary.failed > 0
+  // The worst first: a failure, then a loop paused (by an operator, or by itself after failures).
+  const mark = summary.failed > 0 ? 'failed' : summary.paused > 0 ? 'paused' : summary.overdue > 0 ? 'overdue' : undefined
+  const marked = mark !== undefined
   return createElement('a', {
     'data-dshloop-status': sessionId,
-    ...(marked ? { 'data-dshloop-mark': summary.failed > 0 ? 'failed' : 'overdue' } : {}),
+    ...(marked ? { 'data-dshloop-mark': mark } : {}),
     ...(view.kind === 'error' ? { 'data-dshloop-stale': 'true' } : {}),
     href: answer.panelUrl,
     target: '_blank',
