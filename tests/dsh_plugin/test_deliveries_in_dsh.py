@@ -8,6 +8,7 @@ leaves behind, which real time could only hit by chance.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -15,8 +16,9 @@ import pytest
 from loops.models import LoopRun, RunStatus
 from sessions_app.hosts.base import HostError, Message
 from sessions_app.hosts.dsh import DshHost
-from tests.conftest import create_loop, every
+from tests.conftest import after, create_loop, every
 from tests.processes import wait_for
+from tests.stub_model import text_of
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
 
@@ -100,3 +102,32 @@ def test_without_the_plugin_dshloop_still_delivers_with_session_prompt(dsh, work
     assert not isinstance(result, HostError), result
     [message] = dsh.user_messages("ses-plain", rpc_id="loop_plain@1000")
     assert message["data"]["source"]["kind"] == "user"
+
+
+def offered_tools(stub_model, loop_id: str) -> set[str] | None:
+    """The tool names of the first model request that carried the loop's message (None: none yet)."""
+    for body in stub_model.requests():
+        request = json.loads(body)
+        if any(f"<loop_id>{loop_id}</loop_id>" in text_of(m.get("content")) for m in request.get("messages", [])):
+            return {tool["function"]["name"] for tool in request.get("tools", [])}
+    return None
+
+
+@pytest.mark.parametrize("may_create", [False, True])
+def test_a_fresh_run_is_offered_loop_making_tools_only_when_the_operator_allows(
+    plugin_dsh, dshloop, workspace, stub_model, settings, tmp_path, may_create
+):
+    settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL = "dsh", plugin_dsh.url
+    if may_create:
+        dshloop.stop()
+        dshloop.env = {**dshloop.env, "DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS": "1"}
+        dshloop.start()
+    plugin_dsh.call("session.create", {"sessionId": f"ses-maker-{may_create}", "cwd": str(workspace)})
+    loop = create_loop(after(1), target="new", created_by=f"ses-maker-{may_create}", prompt="Unattended check")
+
+    wait_for(lambda: delivered(loop.loop_id), timeout=40, message="the fresh run's delivery")
+    offered = wait_for(lambda: offered_tools(stub_model, loop.loop_id), timeout=20, message="the fresh turn")
+
+    assert {"loop_list", "list_sessions", "check_session_status"} <= offered
+    making = {"loop_create", "loop_delete"} & offered
+    assert making == ({"loop_create", "loop_delete"} if may_create else set()), offered
