@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from bench.processes import stop_children_on_exit
 
 # Runs inside a tree: its harness with the baseline system left out and no report written. It hooks
 # the harness's Django set-up, after which both the old and the new harness build their Run.
@@ -60,7 +63,17 @@ def _newest_results(tree: Path, *, lists: bool) -> dict:
 
 
 def _child(tree: Path, args: list[str]) -> None:
-    subprocess.run([sys.executable, *args], cwd=tree, check=True)
+    """One bench run in `tree`. Interrupted (Ctrl-C, SIGTERM), it is asked to stop as Ctrl-C asks
+    it, so that it stops its own `runloops` children, and waited for; never killed outright."""
+    child = subprocess.Popen([sys.executable, *args], cwd=tree)
+    try:
+        returncode = child.wait()
+    except BaseException:
+        child.send_signal(signal.SIGINT)
+        child.wait(120)
+        raise
+    if returncode:
+        raise subprocess.CalledProcessError(returncode, child.args)
 
 
 def b1(tree: Path, quick: bool) -> dict[str, float]:
@@ -90,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (checks the driver)")
     args = parser.parse_args(argv)
+    stop_children_on_exit()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     for rep in range(args.reps):

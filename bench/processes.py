@@ -7,6 +7,7 @@ checkout (cwd BASE_DIR), so it runs this checkout's code.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -20,6 +21,23 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 MANAGE = BASE_DIR / "manage.py"
 
 
+# Children still running: stopped when this process ends, however it ends (stop_children_on_exit).
+_running: set[Process] = set()
+
+
+def stop_children_on_exit() -> None:
+    """Stop every child still running when this process ends, on Ctrl-C and SIGTERM too. The children
+    run in sessions of their own, so a terminal's Ctrl-C never reaches them, and a `runloops` left
+    behind would take the next run's tasks. SIGTERM becomes an ordinary exit, so that atexit runs."""
+    atexit.register(_stop_running)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def _stop_running() -> None:
+    for process in list(_running):
+        process.stop(timeout=10)
+
+
 class Process:
     """A child in its own session, so that a kill of its group leaves nothing behind and touches
     nothing else; its output goes to a log file."""
@@ -31,6 +49,7 @@ class Process:
         self.popen = subprocess.Popen(
             args, env=env, cwd=BASE_DIR, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        _running.add(self)
 
     @property
     def pid(self) -> int:
@@ -62,6 +81,7 @@ class Process:
                 os.killpg(self.pid, signal.SIGKILL)
                 self.popen.wait(10)
         self.log.close()
+        _running.discard(self)
 
 
 def descendants(pid: int) -> list[int]:

@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench.processes import BASE_DIR
+from bench.processes import BASE_DIR, stop_children_on_exit
 from bench.sizes import FULL, QUICK, Sizes
 
 SECTIONS = ("limit", "B1", "B2", "B3", "B4")
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         "--lists", action="store_true", help="only the list benchmark (its own database; prints numbers)"
     )
     args = parser.parse_args(argv)
+    stop_children_on_exit()  # an interrupted run leaves no runloops behind to take the next run's tasks
     if args.lists:
         from bench.lists import run_lists
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import db
 from .processes import Process, manage, manage_args, uvicorn_args
+from .seeding import insert_select
 from .sizes import SESSIONS
 
 
@@ -120,33 +121,50 @@ class Dshloop(System):
         return {**super().env(), "DATABASE_URL": db.url(self.database), "DSHLOOP_HOST": "local"}
 
     def reset(self) -> None:
+        from sessions_app.models import SessionHeader
+
         super().reset()
         # The targets must exist on the embedded host, or every delivery fails permanently.
-        self.conn.execute(
-            "INSERT INTO sessions_app_sessionheader (session_id, status, updated_at, preset, model, user_title,"
-            " generated_title, first_prompt, global_interface, created_for)"
-            " SELECT 'ses_bench_' || lpad(i::text, 4, '0'), 'idle', now(), 'coder', 'm1', '', '', '', false, NULL"
-            " FROM generate_series(0, %s - 1) AS i",
-            [SESSIONS],
+        sql, params = insert_select(
+            SessionHeader,
+            {
+                "session_id": "'ses_bench_' || lpad(i::text, 4, '0')",
+                "status": "'idle'",
+                "updated_at": "now()",
+                "preset": "'coder'",
+                "model": "'m1'",
+            },
+            "generate_series(0, %(sessions)s - 1) AS i",
         )
+        self.conn.execute(sql, {**params, "sessions": SESSIONS})
 
     def add_every(self, count, *, period_s, first_at, spread_s, start=0):
+        from loops.models import Loop
+
         # loop_create's rules (loops.services): created_at to the millisecond, an `every` grid of
-        # created_at + k·period, so the first deadline is one period after created_at.
-        self.conn.execute(
-            """
-            INSERT INTO loops_loop (loop_id, prompt, kind, every_seconds, after_seconds, cron_expr, tz,
-                session_id, preset, created_by_session_id, created_at, next_at, state, last_run_at,
-                last_result, last_error, v1_id, name, revision, pause_reason, consecutive_failures,
-                last_outcome, last_summary)
-            SELECT 'loop_bench_' || lpad(i::text, 8, '0'), 'bench prompt ' || i, 'every', %(period)s, NULL,
-                '', '', 'ses_bench_' || lpad((i %% %(sessions)s)::text, 4, '0'), '', 'ses_bench_0000',
-                due - %(period)s * interval '1 second', due, 'scheduled', NULL, '', '', NULL, '', 1, '', 0, '', ''
-            FROM (SELECT i, date_trunc('milliseconds', %(first)s::timestamptz
-                         + (i - %(start)s) * %(step)s * interval '1 second') AS due
-                  FROM generate_series(%(start)s, %(stop)s - 1) AS i) AS rows
-            """,
+        # created_at + k·period, so the first deadline is one period after created_at. The other
+        # columns take the model's defaults (bench.seeding).
+        sql, params = insert_select(
+            Loop,
             {
+                "loop_id": "'loop_bench_' || lpad(i::text, 8, '0')",
+                "prompt": "'bench prompt ' || i",
+                "kind": "'every'",
+                "every_seconds": "%(period)s",
+                "session_id": "'ses_bench_' || lpad((i %% %(sessions)s)::text, 4, '0')",
+                "created_by_session_id": "'ses_bench_0000'",
+                "created_at": "due - %(period)s * interval '1 second'",
+                "next_at": "due",
+                "state": "'scheduled'",
+            },
+            """(SELECT i, date_trunc('milliseconds', %(first)s::timestamptz
+                         + (i - %(start)s) * %(step)s * interval '1 second') AS due
+                  FROM generate_series(%(start)s, %(stop)s - 1) AS i) AS rows""",
+        )
+        self.conn.execute(
+            sql,
+            {
+                **params,
                 "period": period_s,
                 "sessions": SESSIONS,
                 "first": first_at,
