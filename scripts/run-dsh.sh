@@ -34,7 +34,7 @@ scripts/install-dsh-plugin.sh "$DSH_DIR" "$DSH_HOME" >/dev/null
 #    fresh one for this launch (the earlier ones revoked), held in this shell only, never in a file
 #    or an environment an agent could read (docs/dsh.md, "The plugin's token").
 export DSHLOOP_HOST=dsh DSHLOOP_DSH_URL=$DSH_URL DSHLOOP_DSH_CWD=$WORK
-unset DSHLOOP_TOKEN # the plugin ignores it (and says so); it must not reach DSH's environment
+unset DSHLOOP_TOKEN # an agent's bash could read it in DSH's environment: the descriptor below is the way
 $PY manage.py migrate --noinput -v 0
 # The admin line names the port served here; the global interface session is made below, once DSH answers.
 $PY manage.py bootstrap --without-host --url "$DSHLOOP_URL"

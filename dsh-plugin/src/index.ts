@@ -96,7 +96,7 @@ let taken: TakenToken | undefined
 
 export function apply(ctx: HostContext, config: Config = {}): void {
   // Never from the patch row: a config value is shown by `dsh … --dump-config` and DSH Web's plugin
-  // settings. Nor from the environment, which an agent's bash can read (src/token.ts).
+  // settings. From a descriptor, not the environment, which an agent's bash can read (src/token.ts).
   if (taken === undefined) {
     taken = takeToken()
     for (const warning of taken.warnings) ctx.logger.warn(warning)

@@ -53,12 +53,17 @@ test('a descriptor of a file is read and closed too', () => {
   }
 })
 
-test('the environment is never a source: DSHLOOP_TOKEN is ignored, with a warning that does not repeat it', () => {
-  const taken = takeToken({ DSHLOOP_TOKEN: TOKEN })
-  assert.equal(taken.token, '')
-  assert.match(taken.warnings.join('\n'), /DSHLOOP_TOKEN in the DSH process environment is ignored/)
-  assert.match(taken.warnings.join('\n'), /DSHLOOP_TOKEN_FD is not set/)
-  assert.doesNotMatch(taken.warnings.join('\n'), new RegExp(TOKEN))
+test('DSHLOOP_TOKEN in the environment is a last resort, said to be exposed; a descriptor wins over it', () => {
+  const fallback = takeToken({ DSHLOOP_TOKEN: TOKEN })
+  assert.equal(fallback.token, TOKEN)
+  assert.match(fallback.warnings.join('\n'), /from DSHLOOP_TOKEN in the DSH process environment .* exposed/)
+  assert.doesNotMatch(fallback.warnings.join('\n'), new RegExp(TOKEN))
+
+  const descriptors = { read: () => 'dsh_from_the_pipe\n', close() {} }
+  const both = takeToken({ DSHLOOP_TOKEN: TOKEN, DSHLOOP_TOKEN_FD: '3' }, descriptors)
+  assert.equal(both.token, 'dsh_from_the_pipe')
+  assert.match(both.warnings.join('\n'), /DSHLOOP_TOKEN in the DSH process environment is ignored/)
+  assert.doesNotMatch(both.warnings.join('\n'), new RegExp(TOKEN))
 })
 
 test('stdin, stdout and stderr are never taken; a bad or closed descriptor is no token, not a crash', () => {
