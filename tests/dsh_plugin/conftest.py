@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings
 
 from tests.dsh import DshHost, require_dsh_dir
-from tests.panel.conftest import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, chromium_missing_reason
+from tests.panel.conftest import start_chromium
 from tests.processes import wait_for
 from tests.stub_model import StubModel
 from tests.test_serve import Serve, free_port
@@ -159,19 +159,7 @@ def agent_calls(dsh: DshHost, session_id: str, tool: str, arguments: dict, timeo
 
 @pytest.fixture(scope="module")
 def driver():
-    reason = chromium_missing_reason()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {reason}")
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in [*CHROMIUM_FLAGS, "--window-size=1280,800", "--lang=en-US"]:
-        options.add_argument(flag)
-    chromium = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    chromium = start_chromium(window="1280,800")
     yield chromium
     chromium.quit()
 

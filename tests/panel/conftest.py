@@ -108,6 +108,14 @@ def chromium_missing_reason() -> str | None:
 def chromium(live_server):
     """One headless Chromium for the browser tests (Debian's, never a downloaded build); it depends
     on live_server so that it quits (closing its connections) before the server stops."""
+    driver = start_chromium(window="1280,900")
+    yield driver
+    driver.quit()
+
+
+def start_chromium(*, window: str):
+    """Debian's headless Chromium through its chromedriver, at `window` ("width,height"); the test
+    is skipped with the reason when it is missing, and fails under CI=true."""
     reason = chromium_missing_reason()
     if reason:
         if os.environ.get("CI") == "true":
@@ -118,14 +126,11 @@ def chromium(live_server):
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
+    for flag in [*CHROMIUM_FLAGS, f"--window-size={window}", "--lang=en-US"]:
         options.add_argument(flag)
-    options.add_argument("--window-size=1280,900")
-    options.add_argument("--lang=en-US")
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.implicitly_wait(0)
-    yield driver
-    driver.quit()
+    return driver
 
 
 @pytest.fixture
