@@ -248,13 +248,17 @@ def _wall(ordinal: int, time: int) -> int:
 # --- the shortest gap ------------------------------------------------------------------------------------
 
 
+_LONGEST_SECONDS = timedelta.max // timedelta(seconds=1)
+
+
 def shortest_gap(schedule: Schedule, *, now: datetime, host_tz: str) -> timedelta | None:
     """The shortest time between two consecutive occurrences after `now`: an `every` schedule's
     period; for cron the exact minimum over every future pair (its gaps vary: "0 9,12 * * 1-5" has 3
     hours and 2 days 21 hours, "0,59 1,3,5 * * *" in New York 60 s once a year at the spring
     change); None for a one-shot."""
     if isinstance(schedule, Every):
-        return timedelta(seconds=schedule.every_seconds)
+        # A period past timedelta's range (~2.7 million years) is longer than any floor.
+        return timedelta(seconds=min(schedule.every_seconds, _LONGEST_SECONDS))
     if isinstance(schedule, After):
         return None
     assert isinstance(schedule, Cron), schedule

@@ -178,8 +178,8 @@ def loaded(var_dir: Path, *names: str, **env: str) -> dict:
 def test_the_default_permission_preset_must_be_one_of_the_allowed_presets(var_dir):
     message = refused(var_dir, DSHLOOP_DEFAULT_PERMISSION_PRESET="workspace-writ")
     assert message.endswith(
-        "DSHLOOP_DEFAULT_PERMISSION_PRESET must be one of DSHLOOP_PERMISSION_PRESETS (read-only, workspace-write, "
-        "danger-full-access), not 'workspace-writ': choose one of those, or add it to DSHLOOP_PERMISSION_PRESETS."
+        "DSHLOOP_DEFAULT_PERMISSION_PRESET must be one of DSHLOOP_PERMISSION_PRESETS (read-only, workspace-write), "
+        "not 'workspace-writ': choose one of those, or add it to DSHLOOP_PERMISSION_PRESETS."
     ), message
     # The shipped default is checked too: narrowing the list without it is a start-up error.
     assert "DSHLOOP_DEFAULT_PERMISSION_PRESET must be one of DSHLOOP_PERMISSION_PRESETS (workspace-write)" in refused(

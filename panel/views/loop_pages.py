@@ -141,7 +141,6 @@ def detail(request, loop_id: str):
     titles = queries.session_titles(named)
     if loop is not None:
         global_session = get_host().global_session() if loop.session_id == ReservedTarget.SELF else None
-        titles = queries.session_titles([loop.session_id, loop.created_by_session_id])
         row = loop_row(loop, now=now, titles=titles, global_title=global_title(global_session))
         # contract §4: the same code path as the scheduler, so DST shows here before it happens.
         upcoming = [

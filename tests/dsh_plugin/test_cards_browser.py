@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.utils import timezone
 
 from loops.models import Loop, LoopRun, RunStatus
 from tests.conftest import after, create_loop, every
@@ -98,6 +99,20 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
         message="the failed run's card, marked",
     )
     assert "failed" in cards(driver)[bad.run_id] and "FAILNOW please" in cards(driver)[bad.run_id]
+    # A recurring loop whose turns fail: the composer marks the conversation's loops as failed.
+    recurring = create_loop(every(600), target=conversation, created_by=conversation, prompt="FAILNOW again")
+    Loop.objects.filter(loop_id=recurring.loop_id).update(next_at=timezone.now())
+    wait_for(lambda: finished(recurring.loop_id, "failed"), timeout=40, message="the recurring loop's failed turn")
+    wait_for(
+        lambda: driver.find_elements(
+            By.CSS_SELECTOR, f'[data-dshloop-status="{conversation}"][data-dshloop-mark="failed"]'
+        ),
+        timeout=20,
+        message="the composer's failed mark",
+    )
+    assert "1 failed" in driver.execute_script(
+        f"return document.querySelector('[data-dshloop-status=\"{conversation}\"]').innerText"
+    )
     # No raw XML in the chat (the stub model's replies echo it: "ack: <loop> …").
     body = driver.execute_script("return document.body.innerText").splitlines()
     assert not [line for line in body if "<loop>" in line and not line.startswith("ack:")], body

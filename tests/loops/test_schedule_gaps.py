@@ -172,3 +172,10 @@ def test_the_shortest_gap_is_the_shortest_real_one_of_a_run_through_a_whole_year
 )
 def test_the_shortest_gap_is_exact_where_a_change_alters_every_short_pair(expr, tz, gap):
     assert schedule_gaps.shortest_gap(Cron(expr, tz), now=datetime(2026, 12, 3, tzinfo=UTC), host_tz="UTC") == gap
+
+
+def test_an_every_period_past_timedeltas_range_is_longer_than_any_floor():
+    # A huge `time_in_seconds` is a valid input (the API fuzz found a 500 here).
+    huge = schedules.Every(every_seconds=946_684_800_000_000)
+    gap = schedule_gaps.shortest_gap(huge, now=datetime(2026, 1, 1, tzinfo=UTC), host_tz="UTC")
+    assert gap is not None and gap > timedelta(days=365 * 1000)
