@@ -99,6 +99,8 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
         message="the failed run's card, marked",
     )
     assert "failed" in cards(driver)[bad.run_id] and "FAILNOW please" in cards(driver)[bad.run_id]
+    driver.execute_script(f"document.querySelector('[data-dshloop-card=\"{run.run_id}\"]').scrollIntoView()")
+    driver.save_screenshot(str(screenshots / "dsh-card.png"))
     # A recurring loop whose turns fail: the composer marks the conversation's loops as failed.
     recurring = create_loop(every(600), target=conversation, created_by=conversation, prompt="FAILNOW again")
     Loop.objects.filter(loop_id=recurring.loop_id).update(next_at=timezone.now())
@@ -116,7 +118,6 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
     # No raw XML in the chat (the stub model's replies echo it: "ack: <loop> …").
     body = driver.execute_script("return document.body.innerText").splitlines()
     assert not [line for line in body if "<loop>" in line and not line.startswith("ack:")], body
-    driver.save_screenshot(str(screenshots / "dsh-card.png"))
 
     card = driver.find_element(By.CSS_SELECTOR, f'[data-dshloop-card="{run.run_id}"]')
     link = card.find_element(By.LINK_TEXT, "Open loop").get_attribute("href")
