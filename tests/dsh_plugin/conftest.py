@@ -171,3 +171,14 @@ def screenshots(tmp_path):
 
         return settings.BASE_DIR / "docs" / "screenshots"
     return tmp_path
+
+
+def pytest_collection_modifyitems(config, items):
+    """DSH with the plugin and DSH Web do not depend on the database's engine: their tests run on
+    the SQLite pass only, which keeps CI's time for the tests that do (a skip with its reason)."""
+    if not getattr(settings, "POSTGRES_PASS", False):
+        return
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents and (item.get_closest_marker("dsh") or item.get_closest_marker("browser")):
+            item.add_marker(pytest.mark.skip(reason="engine-independent (DSH and DSH Web): runs on the SQLite pass"))

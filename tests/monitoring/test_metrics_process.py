@@ -14,8 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from loops.events import Actor
 from loops.models import ActorKind, LoopRun, RunStatus
+from loops.runs import OPEN_STATUSES
 from loops.services.lifecycle import loop_pause
 from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from sessions_app.models import SessionHeader
 from tests.conftest import after, create_loop, every
 from tests.processes import Schedulers, wait_for
@@ -72,6 +74,10 @@ def test_metrics_follow_real_schedulers(schedulers, manage_token, make_session):
     for scheduler in first_pair:
         scheduler.terminate()
     stopped_at = timezone.now()
+    # A stop can come between a claim and its delivery task: that run stays claimed until the next
+    # scheduler recovers it, after its lease. Drive it here, as that scheduler would.
+    if left := list(LoopRun.objects.filter(status__in=OPEN_STATUSES).values_list("run_id", flat=True)):
+        deliver_runs(left)
     wait_for(lambda: scrape(manage_token)["dshloop_due_backlog"] == 2, timeout=30, message="a backlog of 2 loops")
     stopped = scrape(manage_token)
     assert stopped["dshloop_scheduler_instances"] == 0  # a graceful stop removes its heartbeat
