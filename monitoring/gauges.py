@@ -63,11 +63,12 @@ def _statement(now: datetime, *, by_state: bool) -> tuple[str, list]:
     loops, beats = Loop._meta.db_table, SchedulerHeartbeat._meta.db_table
     # Adapted as the ORM would: SQLite compares stored timestamps as text, in Django's form.
     adapt = connection.ops.adapt_datetimefield_value
-    open_runs, open_params = _sql(LoopRun.objects.filter(status__in=OPEN_STATUSES), "claimed_at")
+    open_rows = LoopRun.objects.filter(status__in=OPEN_STATUSES)
+    open_runs, open_params = _sql(open_rows, "claimed_at")
     # The claim's own count of fresh agents (scheduler.unattended.Capacity counts the same rows).
     fresh, fresh_params = _sql(running_fresh_runs(now=now), "run_id")
     # Open runs whose last attempt failed and waits for its retry, and runs failed lately.
-    retrying, retrying_params = _sql(LoopRun.objects.filter(status__in=OPEN_STATUSES).exclude(error=""), "run_id")
+    retrying, retrying_params = _sql(open_rows.exclude(error=""), "run_id")
     failed, failed_params = _sql(
         LoopRun.objects.filter(status=RunStatus.FAILED, finished_at__gte=now - FAILED_WINDOW), "run_id"
     )

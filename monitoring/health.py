@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from django.db import DatabaseError, connection
@@ -62,6 +62,7 @@ logger = logging.getLogger("dshloop.health")
 
 router = Router(tags=["health"])
 
+FAILED_MINUTES = FAILED_WINDOW // timedelta(minutes=1)
 DATABASE_DOWN = "The database did not answer; the server's log says why."
 
 
@@ -85,7 +86,8 @@ class HealthOut(BaseModel):
         None,
         description=(
             "Present when loops will fire but something needs a person: loops the scheduler set aside, "
-            "deliveries that failed in the last 15 minutes or are being retried after failing."
+            f"deliveries that failed in the last {FAILED_MINUTES} minutes or are being retried "
+            "after failing."
         ),
     )
 
@@ -183,8 +185,7 @@ def _failing(*, retrying: int, failed: int) -> str:
     hosts (this body needs no token); the runs' own records say why."""
     parts = []
     if failed:
-        minutes = int(FAILED_WINDOW.total_seconds() // 60)
-        parts.append(f"{_deliveries(failed)} failed in the last {minutes} minutes")
+        parts.append(f"{_deliveries(failed)} failed in the last {FAILED_MINUTES} minutes")
     if retrying:
         parts.append(f"{_deliveries(retrying)} failed and will be retried")
     return "; ".join(parts) + ": each run's error says why (the panel's loop pages, GET /api/loops/{id}/runs)."

@@ -5,6 +5,7 @@ Tools, scheduler and panel talk only to this interface, never to a host implemen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -177,16 +178,21 @@ class Message:
     fresh: bool = False
 
 
-def deliver_each(host: Host, messages: list[Message]) -> list[Delivered | HostError]:
-    """deliver_many for a host without a batch form: one call per message, each failure kept."""
+def deliver_each(
+    host: Host, messages: list[Message], *, one: Callable[[Message], Delivered] | None = None
+) -> list[Delivered | HostError]:
+    """deliver_many for a host without a batch form: one call per message (`host.deliver`, or `one`
+    for a host that uses more of a Message than its text and key), each failure kept."""
+
+    def deliver(message: Message) -> Delivered:
+        return host.deliver(
+            message.session_id, text=message.text, source=message.source, occurrence_key=message.occurrence_key
+        )
+
     results: list[Delivered | HostError] = []
     for message in messages:
         try:
-            results.append(
-                host.deliver(
-                    message.session_id, text=message.text, source=message.source, occurrence_key=message.occurrence_key
-                )
-            )
+            results.append((one or deliver)(message))
         except HostError as exc:
             results.append(exc)
     return results

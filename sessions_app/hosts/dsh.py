@@ -46,7 +46,17 @@ from sessions_app.models import SessionHeader, SessionStatus
 from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, RunRef, TurnEnd
+from .base import (
+    NO_PLACEMENT,
+    Capabilities,
+    Delivered,
+    HostError,
+    Message,
+    Placement,
+    RunRef,
+    TurnEnd,
+    deliver_each,
+)
 from .dsh_turns import carries, stall_of, turn_end_of
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
@@ -401,13 +411,7 @@ class DshHost:
             time.sleep(CONFIRM_POLL)
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
-        results: list[Delivered | HostError] = []
-        for message in messages:
-            try:
-                results.append(self._deliver(message))
-            except HostError as exc:
-                results.append(exc)
-        return results
+        return deliver_each(self, messages, one=self._deliver)  # with each message's summary, freshness
 
     # -- turn outcomes (base.TurnOutcomes) ------------------------------------------------------------
 
