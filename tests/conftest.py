@@ -21,9 +21,11 @@ from pydantic import TypeAdapter
 
 from core.timeutil import truncate_to_ms
 from loops.events import Actor
-from loops.models import Loop
+from loops.models import Loop, LoopRun
 from loops.schemas import ScheduleIn
 from loops.services import create
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
 from sessions_app.services import preset_upsert, session_upsert
 from tokens.services import token_create
 
@@ -66,6 +68,15 @@ def create_loop(
         created_at=now,
         actor=Actor.session(creator or None),
     )
+
+
+def fire_due(loop_id: str, at: datetime) -> LoopRun:
+    """Claim what is due at `at` and deliver it; the loop's newest run."""
+    with time_machine.travel(at, tick=False):
+        run_ids = claim_due(now=at)
+        assert run_ids, f"nothing was due at {at}"
+        deliver_runs(run_ids, now=at)
+    return LoopRun.objects.filter(loop_id=loop_id).order_by("-scheduled_at").first()
 
 
 @contextmanager

@@ -15,18 +15,9 @@ from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs
 from scheduler.failures import failure_backoff
 from sessions_app.models import SessionHeader
-from tests.conftest import T0, after, error_of, every, s
+from tests.conftest import T0, after, error_of, every, fire_due, s
 
 MISSING = "Target session 'ses_target' no longer exists."
-
-
-def fire(loop_id: str, at: datetime) -> LoopRun:
-    """Claim what is due at `at` and deliver it; the loop's newest run."""
-    with time_machine.travel(at, tick=False):
-        run_ids = claim_due(now=at)
-        assert run_ids, f"nothing was due at {at}"
-        deliver_runs(run_ids, now=at)
-    return LoopRun.objects.filter(loop_id=loop_id).order_by("-scheduled_at").first()
 
 
 def break_target() -> None:
@@ -58,7 +49,7 @@ def test_failures_back_off_on_the_grid_then_pause_the_loop_with_the_reason(make,
     break_target()
     at, attempts = T0 + s(10), []
     for failures in range(1, 5):
-        run = fire(loop_id, at)
+        run = fire_due(loop_id, at)
         assert (run.status, run.error) == (RunStatus.FAILED, MISSING)
         attempts.append(at)
         loop = loop_row(loop_id)
@@ -71,7 +62,7 @@ def test_failures_back_off_on_the_grid_then_pause_the_loop_with_the_reason(make,
         at = loop.next_at
     assert [b - a for a, b in zip(attempts, attempts[1:], strict=False)] == [s(30), s(60), s(300)]
 
-    fire(loop_id, at)  # the fifth failure in a row
+    fire_due(loop_id, at)  # the fifth failure in a row
     loop = loop_row(loop_id)
     assert (loop.state, loop.next_at, loop.paused_at) == (LoopState.PAUSED, None, at)
     assert loop.pause_reason == f"auto: {MISSING}"
@@ -90,23 +81,23 @@ def test_failures_back_off_on_the_grid_then_pause_the_loop_with_the_reason(make,
 def test_a_success_in_between_resets_the_count_and_the_schedule(make, make_session):
     loop_id = make(every(10))["loop_id"]
     break_target()
-    fire(loop_id, T0 + s(10))
-    fire(loop_id, T0 + s(40))
+    fire_due(loop_id, T0 + s(10))
+    fire_due(loop_id, T0 + s(40))
     assert loop_row(loop_id).consecutive_failures == 2
     mend_target(make_session)
-    run = fire(loop_id, T0 + s(100))
+    run = fire_due(loop_id, T0 + s(100))
     assert run.status == RunStatus.DELIVERED
     loop = loop_row(loop_id)
     assert (loop.consecutive_failures, loop.next_at) == (0, T0 + s(110))  # back on its own schedule
     break_target()
-    fire(loop_id, T0 + s(110))
+    fire_due(loop_id, T0 + s(110))
     assert (loop_row(loop_id).consecutive_failures, loop_row(loop_id).next_at) == (1, T0 + s(140))
 
 
 def test_the_backoff_never_brings_a_claim_earlier_than_the_schedule(make):
     loop_id = make(every(3600))["loop_id"]
     break_target()
-    fire(loop_id, T0 + s(3600))
+    fire_due(loop_id, T0 + s(3600))
     loop = loop_row(loop_id)
     assert (loop.consecutive_failures, loop.next_at) == (1, T0 + s(7200))
 
@@ -115,9 +106,9 @@ def test_a_cron_loop_backs_off_to_its_next_occurrence_after_the_backoff(make):
     loop_id = make({"kind": "cron", "expr": "* * * * *"})["loop_id"]
     break_target()
     first = loop_row(loop_id).next_at
-    fire(loop_id, first)
-    fire(loop_id, first + s(60))  # the second failure waits 60 s: the very next minute
-    fire(loop_id, first + s(120))  # the third waits 5 min
+    fire_due(loop_id, first)
+    fire_due(loop_id, first + s(60))  # the second failure waits 60 s: the very next minute
+    fire_due(loop_id, first + s(120))  # the third waits 5 min
     assert loop_row(loop_id).next_at == first + s(120 + 300)
 
 
@@ -125,8 +116,8 @@ def test_resume_after_an_auto_pause_starts_a_fresh_count(make, ops, make_session
     settings.DSHLOOP_AUTO_PAUSE_AFTER = 2
     loop_id = make(every(10))["loop_id"]
     break_target()
-    fire(loop_id, T0 + s(10))
-    fire(loop_id, T0 + s(40))
+    fire_due(loop_id, T0 + s(10))
+    fire_due(loop_id, T0 + s(40))
     assert loop_row(loop_id).state == LoopState.PAUSED
     resumed = ops("POST", loop_id, "resume", at=T0 + s(1000)).json()
     assert (resumed["state"], resumed["consecutive_failures"], resumed["next_at"]) == (
@@ -143,7 +134,7 @@ def test_auto_pause_after_zero_never_pauses(make, settings):
     break_target()
     at = T0 + s(10)
     for _ in range(7):
-        fire(loop_id, at)
+        fire_due(loop_id, at)
         at = loop_row(loop_id).next_at
     loop = loop_row(loop_id)
     assert (loop.state, loop.consecutive_failures) == (LoopState.SCHEDULED, 7)
@@ -153,7 +144,7 @@ def test_auto_pause_after_zero_never_pauses(make, settings):
 def test_manual_runs_neither_count_nor_reset_failures(make, ops, make_session):
     loop_id = make(every(3600))["loop_id"]
     break_target()
-    fire(loop_id, T0 + s(3600))
+    fire_due(loop_id, T0 + s(3600))
     ops("POST", loop_id, "run", at=T0 + s(3700))
     with time_machine.travel(T0 + s(3700), tick=False):
         deliver_runs(list(LoopRun.objects.filter(manual=True).values_list("run_id", flat=True)), now=T0 + s(3700))
@@ -170,7 +161,7 @@ def test_manual_runs_neither_count_nor_reset_failures(make, ops, make_session):
 def test_a_failing_one_shot_fails_as_before_and_is_not_paused(make):
     loop_id = make(after(10))["loop_id"]
     break_target()
-    fire(loop_id, T0 + s(10))
+    fire_due(loop_id, T0 + s(10))
     loop = loop_row(loop_id)
     assert (loop.state, loop.consecutive_failures, loop.pause_reason) == (LoopState.FAILED, 1, "")
 
@@ -180,7 +171,7 @@ def test_a_failing_one_shot_fails_as_before_and_is_not_paused(make):
 
 def test_an_outcome_is_recorded_once_and_shown_on_the_run_and_the_loop(make, outcome, api):
     loop_id = make(every(60))["loop_id"]
-    run = fire(loop_id, T0 + s(60))
+    run = fire_due(loop_id, T0 + s(60))
     report = {"status": "succeeded", "summary": "Deploy is green."}
     first = outcome(run.run_id, report, at=T0 + s(75))
     assert first.status_code == 200, first.content
@@ -204,7 +195,7 @@ def test_an_outcome_is_recorded_once_and_shown_on_the_run_and_the_loop(make, out
 
 def test_outcome_errors(make, outcome, api, tools_token):
     loop_id = make(every(60))["loop_id"]
-    run = fire(loop_id, T0 + s(60))
+    run = fire_due(loop_id, T0 + s(60))
     missing = outcome("run_nope", {"status": "failed"})
     assert (missing.status_code, error_of(missing)["code"]) == (404, "not_found")
     for body in ({"status": "done"}, {}, {"status": "failed", "extra": 1}, {"status": "failed", "summary": "x" * 4001}):
@@ -218,7 +209,7 @@ def test_outcome_errors(make, outcome, api, tools_token):
 
 def test_a_skipped_run_takes_no_outcome(make, outcome):
     loop_id = make(every(60))["loop_id"]
-    run = fire(loop_id, T0 + s(60))
+    run = fire_due(loop_id, T0 + s(60))
     LoopRun.objects.filter(run_id=run.run_id).update(status=RunStatus.SKIPPED)
     response = outcome(run.run_id, {"status": "succeeded"})
     assert (response.status_code, error_of(response)["field"]) == (422, "run_id")
@@ -228,7 +219,7 @@ def test_failed_outcomes_count_as_failures_and_pause_the_loop(make, outcome, ops
     loop_id = make(every(10))["loop_id"]
     at = T0 + s(10)
     for failures in range(1, 6):
-        run = fire(loop_id, at)
+        run = fire_due(loop_id, at)
         assert run.status == RunStatus.DELIVERED
         assert outcome(run.run_id, {"status": "failed", "error": "MISSING_CREDENTIAL"}, at=at + s(1)).status_code == 200
         loop = loop_row(loop_id)
@@ -244,14 +235,14 @@ def test_failed_outcomes_count_as_failures_and_pause_the_loop(make, outcome, ops
 
 def test_a_succeeded_or_cancelled_outcome_ends_the_streak(make, outcome):
     loop_id = make(every(10))["loop_id"]
-    first = fire(loop_id, T0 + s(10))
+    first = fire_due(loop_id, T0 + s(10))
     outcome(first.run_id, {"status": "failed"}, at=T0 + s(11))
     assert loop_row(loop_id).consecutive_failures == 1
-    second = fire(loop_id, loop_row(loop_id).next_at)
+    second = fire_due(loop_id, loop_row(loop_id).next_at)
     assert loop_row(loop_id).consecutive_failures == 0  # delivered: a success until told otherwise
     outcome(second.run_id, {"status": "failed"}, at=second.scheduled_at + s(1))
     assert loop_row(loop_id).consecutive_failures == 2
-    third = fire(loop_id, loop_row(loop_id).next_at)
+    third = fire_due(loop_id, loop_row(loop_id).next_at)
     outcome(third.run_id, {"status": "cancelled"}, at=third.scheduled_at + s(1))
     assert loop_row(loop_id).consecutive_failures == 0
 
@@ -272,8 +263,8 @@ def test_an_outcome_reported_before_the_delivery_is_recorded_is_kept(make, outco
 
 def test_an_older_runs_outcome_leaves_the_loop_row_to_the_newest(make, outcome):
     loop_id = make(every(10))["loop_id"]
-    older = fire(loop_id, T0 + s(10))
-    fire(loop_id, T0 + s(20))
+    older = fire_due(loop_id, T0 + s(10))
+    fire_due(loop_id, T0 + s(20))
     outcome(older.run_id, {"status": "succeeded", "summary": "old news"}, at=T0 + s(21))
     assert loop_row(loop_id).last_outcome == ""
     assert LoopRun.objects.get(run_id=older.run_id).summary == "old news"
@@ -283,12 +274,12 @@ def test_a_late_failed_outcome_after_a_resume_counts_from_the_resume(make, ops, 
     settings.DSHLOOP_AUTO_PAUSE_AFTER = 2
     loop_id = make(every(10))["loop_id"]
     break_target()
-    fire(loop_id, T0 + s(10))
-    fire(loop_id, T0 + s(40))
+    fire_due(loop_id, T0 + s(10))
+    fire_due(loop_id, T0 + s(40))
     assert loop_row(loop_id).state == LoopState.PAUSED
     mend_target(make_session)
     ops("POST", loop_id, "resume", at=T0 + s(1000))
-    run = fire(loop_id, T0 + s(1010))
+    run = fire_due(loop_id, T0 + s(1010))
     assert run.status == RunStatus.DELIVERED
     outcome(run.run_id, {"status": "failed", "error": "the turn broke"}, at=T0 + s(1011))
     loop = loop_row(loop_id)

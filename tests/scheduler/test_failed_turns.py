@@ -14,16 +14,7 @@ from loops.models import LoopRun, RunStatus
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs
 from scheduler.outcomes import end_turn
-from tests.conftest import T0, every, s
-
-
-def fire(loop_id: str, at: datetime) -> LoopRun:
-    """Claim what is due at `at` and deliver it; the loop's newest run."""
-    with time_machine.travel(at, tick=False):
-        run_ids = claim_due(now=at)
-        assert run_ids, f"nothing was due at {at}"
-        deliver_runs(run_ids, now=at)
-    return LoopRun.objects.filter(loop_id=loop_id).order_by("-scheduled_at").first()
+from tests.conftest import T0, every, fire_due, s
 
 
 @pytest.fixture
@@ -55,7 +46,7 @@ def shown(api, ops):
 
 def test_a_failed_turn_shows_failed_with_its_error_until_a_later_run_is_delivered(make, outcome, shown):
     loop_id = make(every(60))["loop_id"]
-    first = fire(loop_id, T0 + s(60))
+    first = fire_due(loop_id, T0 + s(60))
     assert shown(loop_id, at=T0 + s(61)) == ("delivered", None)
     error = "DSH ended the turn with an error (invalid_request_error): stub refuses"
     outcome(first.run_id, {"status": "failed", "error": error}, at=T0 + s(62))
@@ -63,7 +54,7 @@ def test_a_failed_turn_shows_failed_with_its_error_until_a_later_run_is_delivere
 
     # The next occurrence (after the backoff) is delivered: the loop reads delivered again, and
     # a succeeded turn leaves it so.
-    second = fire(loop_id, T0 + s(120))
+    second = fire_due(loop_id, T0 + s(120))
     assert second.run_id != first.run_id
     assert shown(loop_id, at=T0 + s(121)) == ("delivered", None)
     outcome(second.run_id, {"status": "succeeded", "summary": "ack"}, at=T0 + s(122))
@@ -72,7 +63,7 @@ def test_a_failed_turn_shows_failed_with_its_error_until_a_later_run_is_delivere
 
 def test_a_cancelled_turn_shows_failed_without_counting_towards_the_pause(make, outcome, shown, ops):
     loop_id = make(every(60))["loop_id"]
-    run = fire(loop_id, T0 + s(60))
+    run = fire_due(loop_id, T0 + s(60))
     outcome(run.run_id, {"status": "cancelled"}, at=T0 + s(62))
     assert shown(loop_id, at=T0 + s(63)) == ("failed", "The turn was cancelled before it finished.")
     # Someone's decision, not a broken loop (scheduler.failures.is_failure): no streak.
@@ -81,14 +72,14 @@ def test_a_cancelled_turn_shows_failed_without_counting_towards_the_pause(make, 
 
 def test_a_failed_turn_without_a_reason_says_so(make, outcome, shown):
     loop_id = make(every(60))["loop_id"]
-    run = fire(loop_id, T0 + s(60))
+    run = fire_due(loop_id, T0 + s(60))
     outcome(run.run_id, {"status": "failed"}, at=T0 + s(62))
     assert shown(loop_id, at=T0 + s(63)) == ("failed", "The turn ended in an error; the host gave no reason.")
 
 
 def test_a_timed_out_turn_shows_failed_with_the_timeout(make, shown):
     loop_id = make(every(60))["loop_id"]
-    run = fire(loop_id, T0 + s(60))
+    run = fire_due(loop_id, T0 + s(60))
     error = "timed out after 1h (DSHLOOP_RUN_TIMEOUT_SECONDS): the turn was still running, so dshloop cancelled it."
     assert end_turn(run_id=run.run_id, error=error, cancel=lambda: None, timed_out=True, now=T0 + s(3700))
     assert shown(loop_id, at=T0 + s(3701)) == ("failed", error)
@@ -96,14 +87,14 @@ def test_a_timed_out_turn_shows_failed_with_the_timeout(make, shown):
 
 def test_a_late_outcome_of_an_older_run_leaves_the_newer_runs_result(make, outcome, shown):
     loop_id = make(every(60))["loop_id"]
-    older = fire(loop_id, T0 + s(60))
-    newer = fire(loop_id, T0 + s(120))
+    older = fire_due(loop_id, T0 + s(60))
+    newer = fire_due(loop_id, T0 + s(120))
     outcome(older.run_id, {"status": "failed", "error": "the old turn broke"}, at=T0 + s(121))
     assert shown(loop_id, at=T0 + s(122)) == ("delivered", None)
     # And the other way round: the newer run failed, the older one's success comes later.
     outcome(newer.run_id, {"status": "cancelled", "error": "DSH aborted the turn (user)."}, at=T0 + s(123))
     assert shown(loop_id, at=T0 + s(124)) == ("failed", "DSH aborted the turn (user).")
-    late = fire(loop_id, T0 + s(180))
+    late = fire_due(loop_id, T0 + s(180))
     outcome(late.run_id, {"status": "failed", "error": "the latest turn broke"}, at=T0 + s(181))
     assert shown(loop_id, at=T0 + s(182)) == ("failed", "the latest turn broke")
 
