@@ -83,6 +83,9 @@ class InboxSource(BaseModel):
     run_id: str
     occurrence_key: str
     scheduled_at: int
+    # contract §16: a failure notice about the loop (its occurrence_key "<loop_id>@notice:<run_id>",
+    # run_id the run that failed, scheduled_at when); absent on an occurrence's message.
+    notice: Literal[True] | None = None
 
 
 class InboxMessageOut(BaseModel):

@@ -146,6 +146,8 @@ export function LoopCard({ source, text, store, fault }: CardProps): ReactElemen
   const failed = run?.failed === true || loop?.last_result === 'failed'
   return createElement('div', {
     'data-dshloop-card': source.runId,
+    // A failure notice (contract §16) about the loop, not one of its occurrences.
+    ...(source.notice ? { 'data-dshloop-notice': source.loopId } : {}),
     ...(failed ? { 'data-dshloop-mark': 'failed' } : {}),
     ...(mark !== undefined ? { 'data-dshloop-loop-mark': mark } : {}),
     style: { ...CARD, ...(failed ? { borderColor: '#d92d20' } : {}) },
