@@ -80,7 +80,11 @@ def test_an_auto_paused_loop_puts_one_notice_into_its_creators_inbox(fail_until_
     assert [m["source"].get("notice") for m in host.messages("ses_target")] == [None, None]
     source = message["source"]
     assert source["notice"] is True
-    assert (source["kind"], source["loop_id"], source["occurrence_key"]) == ("loop", loop_id, f"{loop_id}@notice:{episode.run_id}")
+    assert (source["kind"], source["loop_id"], source["occurrence_key"]) == (
+        "loop",
+        loop_id,
+        f"{loop_id}@notice:{episode.run_id}",
+    )
     notice = prompt_of(message["text"])
     assert f'loop {loop_id} ("Check the nightly build") paused itself after 2 failures in a row' in notice
     assert f"Last error: {ERROR} #2" in notice
