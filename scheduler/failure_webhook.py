@@ -9,7 +9,7 @@ Sent from the episode's row (scheduler.episodes) by a thread of `runloops` of it
 slow or failing receiver never delays a claim, a delivery or a notice. An event is leased while
 it is posted (webhook_due_at pushed past the POST's timeout), as notices are. A 2xx answer is
 taken; anything else (an error, a timeout, another status) is retried with backoff (1 s doubling
-to 60 s) until DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS after the failure, then given up. Every
+to 60 s, at the thread's next look) until DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS after the failure, then given up. Every
 failed attempt and every event given up is logged and counted (GET /metrics). The log names the
 receiver by its origin only, since webhook URLs often carry a token in their path; the secret is
 never logged.

@@ -126,10 +126,10 @@ def poll_outcomes_step() -> bool:
     return poll_outcomes(limit=OUTCOME_POLL_LIMIT) >= OUTCOME_POLL_LIMIT
 
 
-# How often failure notices (scheduler.failure_notices) and webhook events are looked for: a
-# pass that finds none is one read of a partial index that holds only what is pending.
-NOTICE_INTERVAL_SECONDS = 2.0
-WEBHOOK_INTERVAL_SECONDS = 1.0
+# How often webhook events owed (scheduler.failure_webhook) are looked for, when a webhook is
+# configured: a look that finds none is one read of a partial index holding only what is pending.
+# Notices are looked for every DSHLOOP_FAILURE_NOTICE_POLL_SECONDS (an idle scheduler's cost).
+WEBHOOK_INTERVAL_SECONDS = 5.0
 
 
 def send_notices_step() -> bool:
@@ -149,7 +149,7 @@ def default_jobs() -> list[Job]:
     if get_host().capabilities.turn_outcomes:
         jobs.append(Job("outcomes", settings.DSHLOOP_OUTCOME_POLL_SECONDS, poll_outcomes_step))
     if settings.DSHLOOP_FAILURE_NOTICES:
-        jobs.append(Job("failure notices", NOTICE_INTERVAL_SECONDS, send_notices_step))
+        jobs.append(Job("failure notices", settings.DSHLOOP_FAILURE_NOTICE_POLL_SECONDS, send_notices_step))
     return jobs
 
 

@@ -32,7 +32,8 @@ AUTO_PAUSE_AFTER = 3
 
 @pytest.fixture
 def failing_fast(transactional_db, tmp_path, plugin_dsh, dshloop_port, workspace):
-    """`serve` on DSH whose loops pause after three failures, a second apart, outcomes read every second."""
+    """`serve` on DSH whose loops pause after three failures, a second apart, outcomes and notices
+    looked for every second."""
     ApiToken.objects.create(name=TOKEN_NAME, key_hash=hash_token(TOKEN), prefix=TOKEN[:8], scopes=PLUGIN_SCOPES)
     server = Dshloop(
         tmp_path,
@@ -46,6 +47,7 @@ def failing_fast(transactional_db, tmp_path, plugin_dsh, dshloop_port, workspace
             "DSHLOOP_AUTO_PAUSE_AFTER": str(AUTO_PAUSE_AFTER),
             "DSHLOOP_FAILURE_BACKOFF_SECONDS": "1",
             "DSHLOOP_OUTCOME_POLL_SECONDS": "1",
+            "DSHLOOP_FAILURE_NOTICE_POLL_SECONDS": "1",
         },
     ).start()
     yield server
