@@ -118,6 +118,13 @@ def test_a_loop_that_pauses_itself_puts_one_notice_card_into_its_creators_sessio
     driver.execute_script("arguments[0].scrollIntoView()", card)
     driver.save_screenshot(str(screenshots / "dsh-notice-card.png"))
     narrow(driver)
+    wait_for(  # the sidebar folded away: no CSS transition still running
+        lambda: driver.execute_script(
+            "return !document.getAnimations().some(a => a instanceof CSSTransition && a.playState === 'running')"
+        ),
+        timeout=5,
+        message="DSH Web's sidebar to fold",
+    )
     driver.execute_script(f"document.querySelector('[data-dshloop-notice=\"{loop.loop_id}\"]').scrollIntoView()")
     driver.save_screenshot(str(screenshots / "dsh-notice-card-phone.png"))
     driver.set_window_size(1280, 800)
