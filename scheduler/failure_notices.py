@@ -54,10 +54,10 @@ def notice_text(episode: FailureEpisode) -> str:
         where = f"in the fresh session {episode.failed_session_id}" if episode.failed_session_id else "(no session)"
         head = (
             f"dshloop failure notice: run {episode.run_id} of {what}, a fresh session's run {where}, failed "
-            f"({in_a_row}). The loop stays scheduled: its next runs back off, and it pauses itself if they "
-            "keep failing."
+            f"({in_a_row}). A recurring loop stays scheduled: its next runs back off, and it pauses itself if "
+            "they keep failing; a one-shot loop is now failed."
         )
-        act = "Fix the cause, and resume it if it paused"
+        act = "Fix the cause; then resume it if it paused, or retry it if it was a one-shot"
     return (
         f"{head}\n"
         f"Last error: {episode.error}\n"
