@@ -23,6 +23,7 @@ from django.conf import settings
 from loops import schedules
 from loops.events import SCHEDULER, record_event
 from loops.models import EventKind, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus
+from loops.services.ends import end_if_done
 
 AUTO = "auto: "  # contract §9: the pause_reason of a pause the scheduler made
 _REASON_LENGTH = Loop._meta.get_field("pause_reason").max_length
@@ -68,12 +69,15 @@ def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> N
                 # The first occurrence at or after the backoff: the grid is kept (never earlier than
                 # the schedule), the occurrences in between are not attempted.
                 loop.next_at = schedules.next_occurrence(
-                    loop.schedule,
+                    loop.timing,
                     created_at=loop.anchor,
                     after=not_before - timedelta(milliseconds=1),
                     host_tz=settings.TIME_ZONE,
                 )
                 fields.append("next_at")
+                # contract §16: a backoff past the loop's end leaves it nothing to run.
+                if end_if_done(loop, now=now):
+                    fields.remove("next_at")
     loop.save(update_fields=fields)
 
 
