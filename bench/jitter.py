@@ -76,14 +76,15 @@ def jitter_section() -> str:
 
 
 def write(path=REPORT) -> None:
-    """Replace the section in the report, or add it before "Reproduce"."""
+    """Replace the section in the report, or add it where bench.report renders it (before the findings)."""
     text = path.read_text()
     section = jitter_section()
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:
-        text = text.replace("## Reproduce", section + "\n\n## Reproduce", 1)
+        anchor = "## Targets missed" if "## Targets missed" in text else "## Reproduce"
+        text = text.replace(anchor, section + "\n\n" + anchor, 1)
     path.write_text(text)
 
 
