@@ -92,6 +92,8 @@ def check_bounds(loop: Loop, *, ends_at: datetime | None, max_runs: int | None, 
             "or null for no end.",
             field="ends_at",
         )
+    if max_runs is not None and max_runs < 1:
+        raise InvalidInput(f"max_runs must be at least 1, not {max_runs}; null for no limit.", field="max_runs")
     if max_runs is not None and ends.runs_reached(loop.runs_delivered, max_runs):
         raise InvalidInput(
             f"max_runs {max_runs} has already been reached: this loop has delivered {loop.runs_delivered} "

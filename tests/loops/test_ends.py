@@ -67,7 +67,11 @@ def test_max_runs_ends_the_loop_after_its_last_delivered_run(make, ops, api):
     assert (ended["state"], ended["runs_delivered"], ended["max_runs"]) == ("completed", 3, 3)
     assert "next_at" not in ended
     latest = events(ops, loop_id)[0]
-    assert (latest["kind"], latest["changes"], latest["actor"]) == ("ended", {"max_runs": [3, 3]}, {"kind": "scheduler"})
+    assert (latest["kind"], latest["changes"], latest["actor"]) == (
+        "ended",
+        {"max_runs": [3, 3]},
+        {"kind": "scheduler"},
+    )
     # Never deleted: its runs and trail are kept; it leaves the agents' active list; nothing more is due.
     assert LoopRun.objects.filter(loop_id=loop_id, status=RunStatus.DELIVERED).count() == 3
     assert loop_id not in active_ids(api)

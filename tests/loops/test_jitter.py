@@ -109,7 +109,9 @@ def test_a_delayed_schedule_is_the_schedule_moved_by_its_delay():
     plain = schedules.upcoming(cron, created_at=start, start=start, count=8, host_tz="UTC")
     moved = schedules.upcoming(delayed, created_at=start, start=start, count=8, host_tz="UTC")
     assert moved == [moment + s(37) for moment in plain]
-    catch_up = schedules.catch_up(delayed, created_at=start, due_at=plain[0] + s(37), now=plain[3] + s(40), host_tz="UTC")
+    catch_up = schedules.catch_up(
+        delayed, created_at=start, due_at=plain[0] + s(37), now=plain[3] + s(40), host_tz="UTC"
+    )
     assert (catch_up.deliver_at, catch_up.missed, catch_up.next_at) == (plain[3] + s(37), 3, plain[4] + s(37))
     # A delay longer than the schedule's spacing keeps every occurrence.
     long = schedules.Delayed(schedules.Cron("* * * * *"), s(100))
