@@ -11,7 +11,7 @@ import pytest
 import time_machine
 
 from core.timeutil import to_ms
-from loops.models import Loop, LoopRun, LoopState, RunStatus
+from loops.models import Loop, LoopRun, RunStatus
 from loops.services.ends import end_paused_loops
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_run, deliver_runs
