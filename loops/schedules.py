@@ -283,8 +283,11 @@ def _cron_zone(cron: Cron, host_tz: str) -> zoneinfo.ZoneInfo:
 def _occurrences_after(schedule: Timing, created: datetime, after: datetime, host_tz: str) -> Iterator[datetime]:
     """Occurrences strictly after `after`, in order (created and after are UTC)."""
     if isinstance(schedule, Delayed):
-        for t in _occurrences_after(schedule.schedule, created, after - schedule.delay, host_tz):
-            yield t + schedule.delay
+        for moment in _occurrences_after(schedule.schedule, created, after - schedule.delay, host_tz):
+            delayed = _shift(moment, schedule.delay // _MICROSECOND)
+            if delayed is None:  # past year 9999: never
+                return
+            yield delayed
     elif isinstance(schedule, Every):
         # A fixed grid created + k*period, k >= 1, computed from k: no accumulated drift.
         period_us = schedule.every_seconds * 1_000_000
