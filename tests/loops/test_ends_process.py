@@ -63,7 +63,7 @@ def test_loops_end_at_their_bounds_across_a_scheduler_restart(schedulers, make_s
     # ends_at: one catch-up, the last occurrence at or before the end; nothing after it.
     runs = delivered(capped.loop_id)
     anchor = Loop.objects.get(loop_id=capped.loop_id).created_at
-    last_on_grid = anchor + s(((ends_at - anchor) // s(1)))
+    last_on_grid = anchor + s((ends_at - anchor) // s(1))
     assert len(runs) == capped_before + 1
     assert runs[-1].scheduled_at == last_on_grid and runs[-1].missed >= 1
     assert not LoopRun.objects.filter(loop_id=capped.loop_id, scheduled_at__gt=ends_at).exists()
