@@ -40,7 +40,9 @@ def runs(request, loop_id: str, query: Query[RunsQuery]):
 
 @loops_router.get("/{loop_id}/upcoming", response=answers(UpcomingOut, 404))
 def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
-    """The next fire times the scheduler will use (the same schedule code)."""
+    """The next fire times the scheduler will use (the same schedule code): for a cron loop under
+    DSHLOOP_CRON_JITTER_SECONDS, the delayed times its runs are delivered at; they stop at the loop's
+    end (ends_at, and the runs max_runs leaves it)."""
     times = fire_times(loop_get(loop_id), now=timezone.now(), count=query.count)
     return {"fire_times": [to_ms(moment) for moment in times]}
 
