@@ -116,10 +116,13 @@ class Loop(models.Model):
                 condition=Q(state="paused", pause_reason=UNREADABLE_REASON),
                 name="loop_unreadable_idx",
             ),
-            # The housekeeping pass that ends paused loops whose ends_at has passed
-            # (loops.services.ends.end_paused_loops): WHERE state='paused' AND ends_at <= now.
+            # The housekeeping pass that ends loops whose ends_at has passed with nothing left to run
+            # (loops.services.ends.end_passed_loops): WHERE state IN ('paused', 'scheduled') AND
+            # ends_at <= now; a loop that ended is completed and leaves it.
             models.Index(
-                fields=["ends_at"], condition=Q(state="paused", ends_at__isnull=False), name="loop_paused_end_idx"
+                fields=["ends_at"],
+                condition=Q(state__in=["paused", "scheduled"], ends_at__isnull=False),
+                name="loop_ends_idx",
             ),
         ]
 

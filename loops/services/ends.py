@@ -4,8 +4,10 @@ an `ended` event naming the bound; their runs and trail kept.
 The claim (scheduler.claims) ends a loop it finds with nothing left to run, and the record of a
 delivery (scheduler.delivery) the loop whose run was its last. These are the other ways: an
 operator's change that leaves a loop no occurrence (an edit of its bounds or schedule, a resume), a
-backoff that pushes its next claim past its end (scheduler.failures), and a paused loop whose
-ends_at passes (a housekeeping pass). The callers hold the loop rows' locks.
+backoff that pushes its next claim past its end (scheduler.failures), and a housekeeping pass for a
+loop whose ends_at passes while it is paused, or while it waits on a deadline past its end (its
+bounds edited while its last run was being delivered to a remote host). The callers hold the loop
+rows' locks.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F, Q
 
 from core.errors import InvalidInput
 from core.timeutil import to_ms
@@ -63,7 +66,7 @@ def loops_end(ending: Mapping[str, str], *, now: datetime) -> list[str]:
             next_at=loop.next_at, ends_at=loop.ends_at, runs_delivered=loop.runs_delivered, max_runs=loop.max_runs
         )
         if bound is None or (loop.state == LoopState.PAUSED and bound == ends.ENDS_AT):
-            continue  # a paused loop ends when its ends_at passes (end_paused_loops)
+            continue  # a paused loop ends when its ends_at passes (end_passed_loops)
         loop_end(loop, bound, now=now)
         ended.append(loop.loop_id)
     return ended
@@ -72,11 +75,14 @@ def loops_end(ending: Mapping[str, str], *, now: datetime) -> list[str]:
 END_BATCH = 200  # paused loops ended per housekeeping step
 
 
-def end_paused_loops(*, now: datetime, limit: int = END_BATCH) -> int:
-    """contract §16: a paused loop whose ends_at has passed completes without a run. One bounded
-    batch (loop_paused_end_idx); returns how many it ended (a full batch: more may remain)."""
+def end_passed_loops(*, now: datetime, limit: int = END_BATCH) -> int:
+    """contract §16: a paused loop whose ends_at has passed completes without a run, as does a
+    scheduled one whose next deadline lies past it (a due one is left to the claim, which delivers
+    its last occurrence). One bounded batch (loop_ends_idx); returns how many it ended (a full
+    batch: more may remain)."""
+    nothing_left = Q(state=LoopState.SCHEDULED) & (Q(next_at__isnull=True) | Q(next_at__gt=F("ends_at")))
     with transaction.atomic(durable=True):
-        due = Loop.objects.filter(state=LoopState.PAUSED, ends_at__lte=now).order_by("ends_at")
+        due = Loop.objects.filter(Q(state=LoopState.PAUSED) | nothing_left, ends_at__lte=now).order_by("ends_at")
         loops = list(free_rows(due)[:limit])
         for loop in loops:
             loop_end(loop, ends.ENDS_AT, now=now)

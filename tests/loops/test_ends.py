@@ -12,7 +12,7 @@ import time_machine
 
 from core.timeutil import to_ms
 from loops.models import Loop, LoopRun, RunStatus
-from loops.services.ends import end_paused_loops
+from loops.services.ends import end_passed_loops
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_run, deliver_runs
 from tests.conftest import T0, error_of, every, fire_due, s
@@ -125,13 +125,27 @@ def test_a_paused_loop_that_passes_its_ends_at_completes_without_a_run(make, ops
     patch(ops, loop_id, {"ends_at": to_ms(end)})
     assert ops("POST", loop_id, "pause", at=T0 + s(10)).json()["state"] == "paused"
 
-    assert end_paused_loops(now=end - s(1)) == 0
-    assert end_paused_loops(now=end) == 1
+    assert end_passed_loops(now=end - s(1)) == 0
+    assert end_passed_loops(now=end) == 1
     ended = detail(ops, loop_id, at=end)
     assert (ended["state"], ended["runs_delivered"]) == ("completed", 0)
     assert "paused_at" not in ended and "pause_reason" not in ended
     assert not LoopRun.objects.filter(loop_id=loop_id).exists()
     assert [event["kind"] for event in events(ops, loop_id)][:2] == ["ended", "paused"]
+
+
+def test_a_scheduled_loop_left_waiting_past_its_end_is_completed_but_a_due_one_is_left_to_the_claim(make, ops):
+    # Its ends_at was edited while its last run was being delivered to a remote host, whose record
+    # read the loop before the edit: it waits on a deadline past its end.
+    waiting = make(every(600))["loop_id"]
+    due = make(every(60))["loop_id"]
+    Loop.objects.filter(loop_id__in=[waiting, due]).update(ends_at=T0 + s(90))
+    assert end_passed_loops(now=T0 + s(89)) == 0
+    assert end_passed_loops(now=T0 + s(90)) == 1
+    assert (detail(ops, waiting)["state"], detail(ops, due)["state"]) == ("completed", "scheduled")
+    # The due one's last occurrence (T0+60 s, before the end) is the claim's to deliver; then it ends.
+    assert fire_due(due, T0 + s(95)).scheduled_at == T0 + s(60)
+    assert detail(ops, due, at=T0 + s(95))["state"] == "completed"
 
 
 def test_resuming_a_loop_past_its_end_completes_it(make, ops):
