@@ -1,17 +1,20 @@
 """Admin for the loop registry (contract §8). Writes go through the services, never the ORM:
 adding a loop opens the panel's form (loops.services.create), deleting calls lifecycle.loop_delete,
 the bulk Pause / Resume / Run now actions call the operators' operations (contract §9), the Overlap
-actions edit `new` loops through loops.services.edit (contract §14), and loops and runs are otherwise
+actions edit `new` loops through loops.services.edit (contract §14), as does the action that sets where
+loops end (contract §16, with a form of its own), and loops and runs are otherwise
 read-only (spec §1: there is no update tool; edits are the panel's form)."""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
 from django.shortcuts import redirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -28,6 +31,22 @@ from loops.services import edit, lifecycle
 from sessions_app.models import ReservedTarget
 
 RUN_HISTORY = 50
+
+
+class EndsForm(forms.Form):
+    """The admin's form for where loops end (contract §16); empty clears. The rules (an end in the
+    future, a limit above the runs delivered) are the service's, reported per loop."""
+
+    ends_at = forms.DateTimeField(
+        required=False,
+        label="Ends at",
+        input_formats=["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format="%Y-%m-%dT%H:%M:%S"),
+    )
+    max_runs = forms.IntegerField(required=False, min_value=1, label="Ends after (delivered runs)")
+
+    def changes(self) -> dict:
+        return {"ends_at": self.cleaned_data["ends_at"], "max_runs": self.cleaned_data["max_runs"]}
 
 
 @admin.register(Loop)
@@ -55,6 +74,7 @@ class LoopAdmin(admin.ModelAdmin):
         "run_now_selected",
         "overlap_skip_selected",
         "overlap_allow_selected",
+        "set_ends_selected",
         "delete_through_service",
     ]
     fieldsets = [
@@ -69,6 +89,15 @@ class LoopAdmin(admin.ModelAdmin):
                 "description": 'Only for loops that target "new" (contract §14): where each fresh session starts '
                 "(empty: the host default, DSHLOOP_DSH_CWD), the permission preset it runs under (empty: the "
                 "host's own), and whether an occurrence starts while the last run is still running.",
+            },
+        ),
+        (
+            "Ends",
+            {
+                "fields": ["ends_at", "max_runs", "runs_delivered"],
+                "description": "Where the loop ends (contract §16): its last run is the last due at or before "
+                "ends_at; after max_runs delivered runs it ends. Set them with the action “Set where selected "
+                "loops end…” or on the panel's edit form.",
             },
         ),
         ("Last run", {"fields": ["next_at", "last_run_at", "last_result", "last_error", "v1_id"]}),
@@ -181,6 +210,31 @@ class LoopAdmin(admin.ModelAdmin):
     @admin.action(description="Overlap: allow", permissions=["operate"])
     def overlap_allow_selected(self, request, queryset):
         self._set_overlap(request, queryset, Overlap.ALLOW)
+
+    @admin.action(description="Set where selected loops end…", permissions=["operate"])
+    def set_ends_selected(self, request, queryset):
+        """contract §16: a form for ends_at and max_runs (empty clears), then an edit of each loop
+        through loops.services.edit; a loop that refuses (a bound it has passed, completed) is reported."""
+        form = EndsForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            changes = form.changes()
+
+            def set_ends(*, loop_id: str, actor: Actor):
+                edit.loop_edit(loop_id=loop_id, changes=changes, actor=actor)
+
+            self._operate(request, queryset, set_ends, done="Set where it ends on")
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Set where the selected loops end",
+            "opts": self.opts,
+            "form": form,
+            "loops": queryset.order_by("loop_id"),
+            "action": "set_ends_selected",
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "host_zone": settings.TIME_ZONE,
+        }
+        return TemplateResponse(request, "admin/loops/loop/set_ends.html", context)
 
     @admin.action(description="Delete selected loops (run history stays)", permissions=["delete"])
     def delete_through_service(self, request, queryset):

@@ -40,7 +40,9 @@ def runs(request, loop_id: str, query: Query[RunsQuery]):
 
 @loops_router.get("/{loop_id}/upcoming", response=answers(UpcomingOut, 404))
 def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
-    """The next fire times the scheduler will use (the same schedule code)."""
+    """The next fire times the scheduler will use (the same schedule code): for a cron loop under
+    DSHLOOP_CRON_JITTER_SECONDS, the delayed times its runs are delivered at; they stop at the loop's
+    end (ends_at, and the runs max_runs leaves it)."""
     times = fire_times(loop_get(loop_id), now=timezone.now(), count=query.count)
     return {"fire_times": [to_ms(moment) for moment in times]}
 
@@ -61,16 +63,18 @@ class EventsQuery(Schema):
     limit: Annotated[int, Field(ge=1, le=500)] = 50
 
 
-@manage_router.get("/{loop_id}", response=answers(LoopDetail, 404), exclude_none=True)
+@manage_router.get("/{loop_id}", response=answers(LoopDetail, 404), exclude_unset=True)
 def loop_detail(request, loop_id: str):
     """A loop with its operators' fields: name, revision, pause state, consecutive failures."""
     return detail(loop_get(loop_id))
 
 
-@manage_router.patch("/{loop_id}", response=answers(LoopDetail, 404, 409), exclude_none=True)
+@manage_router.patch("/{loop_id}", response=answers(LoopDetail, 404, 409), exclude_unset=True)
 def loop_patch(request, loop_id: str, payload: LoopPatchIn):
-    """Edit any of name, prompt, schedule, session_id and preset (validated as loop_create); the
-    revision goes up by one. A new schedule or target recomputes next_at from now.
+    """Edit any of name, prompt, schedule, session_id and preset (validated as loop_create), and
+    where the loop ends (ends_at, max_runs; null clears one, a bound already passed is 422
+    invalid_input on its field); the revision goes up by one. A new schedule or target recomputes
+    next_at from now. A loop left with no occurrence before its end is completed (event `ended`).
 
     A completed loop (a one-shot that fired) cannot be edited: 409 loop_completed (it has no
     occurrence left, and re-arming it would fire a one-shot twice); create a new loop to run it
@@ -80,7 +84,7 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     return detail(edit.loop_edit_from(loop_id, payload, actor=token_actor(request)))
 
 
-@manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404, 409), exclude_none=True)
+@manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404, 409), exclude_unset=True)
 def loop_pause(request, loop_id: str):
     """Never claimed until resumed (state "paused", no next_at); a run in flight finishes. Idempotent.
     Occurrences that were due and not yet claimed (waiting for a free slot) are recorded as one
@@ -88,7 +92,7 @@ def loop_pause(request, loop_id: str):
     return detail(lifecycle.loop_pause(loop_id=loop_id, actor=token_actor(request)))
 
 
-@manage_router.post("/{loop_id}/resume", response=answers(LoopDetail, 404), exclude_none=True)
+@manage_router.post("/{loop_id}/resume", response=answers(LoopDetail, 404), exclude_unset=True)
 def loop_resume(request, loop_id: str):
     """Scheduled from now: the first occurrence strictly after now; a one-shot already due fires once."""
     return detail(lifecycle.loop_resume(loop_id=loop_id, actor=token_actor(request)))
@@ -100,7 +104,7 @@ def loop_run(request, loop_id: str):
     return Status(202, run_view(lifecycle.loop_run_now(loop_id=loop_id, actor=token_actor(request))))
 
 
-@manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_none=True)
+@manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_unset=True)
 def loop_retry(request, loop_id: str):
     """A failed loop fires once, now; any other loop is 409 not_failed."""
     return detail(lifecycle.loop_retry(loop_id=loop_id, actor=token_actor(request)))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import connection, models
 from django.db.models import Q
 
 from loops import schedules
+from loops.jitter import jitter_delay
 
 
 class LoopState(models.TextChoices):
@@ -83,6 +86,12 @@ class Loop(models.Model):
     workspace = models.CharField(max_length=1024, blank=True)
     permission_preset = models.CharField(max_length=64, blank=True)
     overlap = models.CharField(max_length=5, choices=Overlap.choices, default=Overlap.ALLOW)
+    # contract §16, where a loop ends (loops.ends): the last occurrence at or before ends_at runs; after
+    # max_runs delivered runs it ends. runs_delivered counts its delivered scheduled runs, ever
+    # (retention prunes runs, never this), incremented where delivery records them.
+    ends_at = models.DateTimeField(null=True, blank=True)
+    max_runs = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    runs_delivered = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["next_at", "created_at"]
@@ -107,6 +116,14 @@ class Loop(models.Model):
                 condition=Q(state="paused", pause_reason=UNREADABLE_REASON),
                 name="loop_unreadable_idx",
             ),
+            # The housekeeping pass that ends loops whose ends_at has passed with nothing left to run
+            # (loops.services.ends.end_passed_loops): WHERE state IN ('paused', 'scheduled') AND
+            # ends_at <= now; a loop that ended is completed and leaves it.
+            models.Index(
+                fields=["ends_at"],
+                condition=Q(state__in=["paused", "scheduled"], ends_at__isnull=False),
+                name="loop_ends_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -125,6 +142,22 @@ class Loop(models.Model):
     def schedule(self, schedule: schedules.Schedule) -> None:
         for column, value in columns_of_schedule(schedule).items():
             setattr(self, column, value)
+
+    @property
+    def timing(self) -> schedules.Timing:
+        """The schedule as the scheduler runs it: every computation of a deadline (claim, resume,
+        edit, backoff, upcoming) uses this, never `schedule`, which is what the user asked for."""
+        return timing_of(self.schedule, self.loop_id)
+
+
+def timing_of(schedule: schedules.Schedule, loop_id: str) -> schedules.Timing:
+    """contract §16: a cron loop's deliveries delayed by its jitter (DSHLOOP_CRON_JITTER_SECONDS);
+    every other schedule as it is (an interval has no shared instant to burst at)."""
+    if isinstance(schedule, schedules.Cron) and settings.DSHLOOP_CRON_JITTER_SECONDS:
+        delay = jitter_delay(loop_id, settings.DSHLOOP_CRON_JITTER_SECONDS)
+        if delay:
+            return schedules.Delayed(schedule, delay)
+    return schedule
 
 
 # The kinds whose schedule has a single occurrence, for queries that branch on it in SQL.
@@ -350,6 +383,7 @@ class EventKind(models.TextChoices):
     AUTO_PAUSED = "auto_paused"
     DELETED = "deleted"
     APPROVED = "approved"  # an operator's resume of a loop awaiting approval
+    ENDED = "ended"  # contract §16: it reached its ends_at or max_runs and is completed
 
 
 class ActorKind(models.TextChoices):

@@ -233,7 +233,9 @@ def loop_detail_view(loop: Loop, *, now: datetime) -> dict:
     }
     if loop.session_id == ReservedTarget.NEW:
         detail |= unattended_view(loop)
-    return {key: value for key, value in detail.items() if value is not None}
+    detail = {key: value for key, value in detail.items() if value is not None}
+    # contract §16: the bounds are always shown, null when unset (the routes exclude unset fields, not nulls).
+    return detail | {"ends_at": _ms(loop.ends_at), "max_runs": loop.max_runs, "runs_delivered": loop.runs_delivered}
 
 
 def unattended_view(loop: Loop) -> dict[str, str]:

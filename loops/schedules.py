@@ -87,6 +87,32 @@ SCHEDULE_TYPES = (Every, After, Cron)
 
 
 @dataclass(frozen=True)
+class Delayed:
+    """A schedule each of whose occurrences is delivered `delay` after its instant: the same grid
+    moved by a constant, so it stays exactly as regular (DSHLOOP_CRON_JITTER_SECONDS; not a kind a
+    user asks for, but how the scheduler runs one)."""
+
+    schedule: Schedule
+    delay: timedelta
+
+    def __post_init__(self) -> None:
+        if self.delay < timedelta(0):
+            raise ValueError(f"delay must not be negative, got {self.delay}")
+
+    @property
+    def kind(self) -> str:
+        return self.schedule.kind
+
+    @property
+    def one_shot(self) -> bool:
+        return self.schedule.one_shot
+
+
+# What the scheduler computes with: a schedule, or a schedule whose deliveries are delayed.
+Timing = Schedule | Delayed
+
+
+@dataclass(frozen=True)
 class CatchUp:
     deliver_at: datetime  # the ONE occurrence to deliver now
     missed: int  # earlier due occurrences folded into it, not delivered (capped for cron)
@@ -254,9 +280,15 @@ def _cron_zone(cron: Cron, host_tz: str) -> zoneinfo.ZoneInfo:
     return load_zone(host_tz if cron.tz is None else cron.tz)  # spec §3: tz, else the host's
 
 
-def _occurrences_after(schedule: Schedule, created: datetime, after: datetime, host_tz: str) -> Iterator[datetime]:
+def _occurrences_after(schedule: Timing, created: datetime, after: datetime, host_tz: str) -> Iterator[datetime]:
     """Occurrences strictly after `after`, in order (created and after are UTC)."""
-    if isinstance(schedule, Every):
+    if isinstance(schedule, Delayed):
+        for moment in _occurrences_after(schedule.schedule, created, after - schedule.delay, host_tz):
+            delayed = _shift(moment, schedule.delay // _MICROSECOND)
+            if delayed is None:  # past year 9999: never
+                return
+            yield delayed
+    elif isinstance(schedule, Every):
         # A fixed grid created + k*period, k >= 1, computed from k: no accumulated drift.
         period_us = schedule.every_seconds * 1_000_000
         k = max(1, _grid_index(created, after, period_us) + 1)
@@ -281,17 +313,17 @@ def _occurrences_after(schedule: Schedule, created: datetime, after: datetime, h
         raise TypeError(f"not a schedule: {schedule!r}")
 
 
-def first_occurrence(schedule: Schedule, *, created_at: datetime, host_tz: str) -> datetime | None:
+def first_occurrence(schedule: Timing, *, created_at: datetime, host_tz: str) -> datetime | None:
     # spec §3: the first occurrence is relative to creation and never at creation itself.
     return next_occurrence(schedule, created_at=created_at, after=created_at, host_tz=host_tz)
 
 
-def next_occurrence(schedule: Schedule, *, created_at: datetime, after: datetime, host_tz: str) -> datetime | None:
+def next_occurrence(schedule: Timing, *, created_at: datetime, after: datetime, host_tz: str) -> datetime | None:
     created, after = _utc("created_at", created_at), _utc("after", after)
     return next(_occurrences_after(schedule, created, after, host_tz), None)
 
 
-def upcoming(schedule: Schedule, *, created_at: datetime, start: datetime, count: int, host_tz: str) -> list[datetime]:
+def upcoming(schedule: Timing, *, created_at: datetime, start: datetime, count: int, host_tz: str) -> list[datetime]:
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     created, start = _utc("created_at", created_at), _utc("start", start)
@@ -324,7 +356,7 @@ def _cron_latest(cron: Cron, now: datetime, host_tz: str) -> datetime | None:
     return next(scan, None)
 
 
-def catch_up(schedule: Schedule, *, created_at: datetime, due_at: datetime, now: datetime, host_tz: str) -> CatchUp:
+def catch_up(schedule: Timing, *, created_at: datetime, due_at: datetime, now: datetime, host_tz: str) -> CatchUp:
     """spec §3: anti-burst. After an outage deliver at most one occurrence (the latest that is due)
     and advance to the next future occurrence; never replay every missed interval.
 
@@ -335,6 +367,8 @@ def catch_up(schedule: Schedule, *, created_at: datetime, due_at: datetime, now:
     created, due, now = _utc("created_at", created_at), _utc("due_at", due_at), _utc("now", now)
     if due > now:
         raise ValueError(f"catch_up() needs due_at <= now, got due_at={due} > now={now}")
+    if isinstance(schedule, Delayed):
+        return _delayed_catch_up(schedule, created, due, now, host_tz)
     if isinstance(schedule, Every):
         # O(1): grid indices bracket the outage, however long it was.
         period_us = schedule.every_seconds * 1_000_000
@@ -358,7 +392,7 @@ def catch_up(schedule: Schedule, *, created_at: datetime, due_at: datetime, now:
     return CatchUp(deliver_at, missed, next_at)
 
 
-def next_due(schedule: Schedule, *, created_at: datetime, now: datetime, host_tz: str) -> datetime | None:
+def next_due(schedule: Timing, *, created_at: datetime, now: datetime, host_tz: str) -> datetime | None:
     """A new loop's next_at: its first occurrence; or, for a grid that started before now (an
     imported v1 loop keeps its created_at), the latest occurrence already due, delivered once at
     once (spec §3 anti-burst), never a replay of every interval since created_at."""
@@ -366,3 +400,39 @@ def next_due(schedule: Schedule, *, created_at: datetime, now: datetime, host_tz
     if first is None or first > now:
         return first
     return catch_up(schedule, created_at=created_at, due_at=first, now=now, host_tz=host_tz).deliver_at
+
+
+def _delayed_catch_up(timing: Delayed, created: datetime, due: datetime, now: datetime, host_tz: str) -> CatchUp:
+    """catch_up of a delayed schedule: the schedule's own, an instant earlier by the delay.
+
+    A deadline stored under a smaller delay (the setting was raised) lies before the delayed
+    instant of the occurrence it stands for, and the plain shift would deliver that occurrence
+    again at its new instant. So when the next occurrence found is one at or before the deadline,
+    and the deadline is not on the delayed grid, it counts as standing for the latest occurrence at
+    or before it, and the next delivery follows that one (one delivery per occurrence, whatever the
+    setting did). On the grid (a delay longer than the schedule's spacing) nothing changes."""
+    base, delay = timing.schedule, timing.delay
+    inner = catch_up(base, created_at=created, due_at=due - delay, now=now - delay, host_tz=host_tz)
+    next_at = inner.next_at
+    if (
+        next_at is not None
+        and next_at <= due
+        and next_occurrence(base, created_at=created, after=due - delay - _MICROSECOND, host_tz=host_tz) != due - delay
+    ):
+        stood_for = _latest_at_or_before(base, created, due, host_tz)
+        if stood_for is not None:
+            next_at = next(_occurrences_after(base, created, max(stood_for, now - delay), host_tz), None)
+    deliver_at = inner.deliver_at + delay
+    return CatchUp(deliver_at, inner.missed, None if next_at is None else next_at + delay)
+
+
+def _latest_at_or_before(schedule: Schedule, created: datetime, t: datetime, host_tz: str) -> datetime | None:
+    """The latest occurrence at or before `t`, or None."""
+    if isinstance(schedule, Cron):
+        return _cron_latest(schedule, t, host_tz)
+    if isinstance(schedule, Every):
+        period_us = schedule.every_seconds * 1_000_000
+        k = _grid_index(created, t, period_us)
+        return _shift(created, k * period_us) if k >= 1 else None
+    only = next(_occurrences_after(schedule, created, created, host_tz), None)  # a one-shot's
+    return only if only is not None and only <= t else None

@@ -18,6 +18,31 @@ from sessions_app.hosts.base import OUTCOME_TEXT_LIMIT
 
 MAX_PROMPT_CHARS = 100_000
 
+# contract §16, a loop's bounds. An instant as epoch ms up to the last millisecond of year 9999 (the
+# last a datetime can hold); a count that fits the column (a positive 32-bit integer).
+LAST_MS = 253_402_300_799_999
+MAX_RUNS_LIMIT = 2**31 - 1
+EndsAt = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=LAST_MS,
+        description="An instant in epoch milliseconds (a JSON integer): the loop's last occurrence is the last "
+        "delivery time at or before it (with a cron jitter, the delayed time), after which it is completed "
+        "(event `ended`). Must lie in the future: one already passed is 422 invalid_input.",
+    ),
+]
+MaxRuns = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=MAX_RUNS_LIMIT,
+        description="The number of delivered scheduled runs (runs_delivered) after which the loop is completed "
+        "(event `ended`); manual runs (run now) do not count. Must exceed runs_delivered: 422 invalid_input "
+        "otherwise.",
+    ),
+]
+
 Seconds = Annotated[
     int,
     Field(ge=1, le=MAX_SAFE_INTEGER, description="Whole seconds, 1..2^53-1 (a JSON integer)."),
@@ -277,6 +302,20 @@ class LoopDetail(LoopView):
         description=f"{_UNATTENDED} allow: every occurrence starts a fresh session; skip: an occurrence "
         "while the loop's previous turn still runs is recorded skipped.",
     )
+    ends_at: int | None = Field(
+        description="contract §16: the instant (epoch ms) of the loop's end, null for none. Its last occurrence is "
+        "the last delivery time at or before it; then it is completed (event `ended`, never deleted). "
+        "`upcoming` stops there. A paused loop whose ends_at passes is completed without a run.",
+    )
+    max_runs: int | None = Field(
+        description="contract §16: the loop is completed (event `ended`) once runs_delivered reaches this; null "
+        "for no limit.",
+    )
+    runs_delivered: int = Field(
+        description="contract §16: how many of the loop's scheduled runs were delivered, ever (a counter kept on "
+        "the loop: retention never lowers it). A catch-up after downtime is one run; manual runs (run now), "
+        "failed and skipped ones do not count.",
+    )
 
 
 class LoopPatchIn(StrictModel):
@@ -293,6 +332,10 @@ class LoopPatchIn(StrictModel):
         None, description=f"{_UNATTENDED} null: the host's own default preset."
     )
     overlap: OverlapIn | None = Field(None, description=f"{_UNATTENDED} null: allow.")
+    ends_at: EndsAt | None = Field(None, description="contract §16: when the loop ends (epoch ms); null: no end.")
+    max_runs: MaxRuns | None = Field(
+        None, description="contract §16: how many delivered runs it ends after; null: no limit."
+    )
 
 
 class ActorView(BaseModel):
@@ -302,7 +345,9 @@ class ActorView(BaseModel):
 
 class EventView(BaseModel):
     at: int
-    kind: Literal["created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted", "approved"]
+    kind: Literal[
+        "created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted", "approved", "ended"
+    ]
     actor: ActorView
     revision: int
     changes: dict[str, list] | None = None

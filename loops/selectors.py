@@ -16,7 +16,7 @@ from psycopg import capabilities
 from psycopg.types.numeric import Int8BinaryLoader
 
 from core.errors import InvalidInput, UnknownLoop
-from loops import schedules
+from loops import ends, schedules
 from loops.models import Loop, LoopRun, LoopState
 from sessions_app.models import ReservedTarget
 
@@ -212,20 +212,32 @@ def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
     """The next `count` fire times, as the scheduler will use them (contract §4)."""
     if loop.next_at is None or loop.state in {LoopState.COMPLETED, LoopState.FAILED}:
         return []
+    if ends.past_end(loop.next_at, loop.ends_at):
+        return []
+    timing = loop.timing  # with a cron jitter, the delayed times (contract §16)
     start = loop.next_at
     times = []
     if start <= now:
         # Overdue: the clock will deliver one catch-up occurrence now (spec §3 anti-burst).
         catch_up = schedules.catch_up(
-            loop.schedule, created_at=loop.anchor, due_at=start, now=now, host_tz=settings.TIME_ZONE
+            timing,
+            created_at=loop.anchor,
+            due_at=start,
+            now=ends.catch_up_until(now, loop.ends_at),
+            host_tz=settings.TIME_ZONE,
         )
         times.append(catch_up.deliver_at)
         if catch_up.next_at is None or count == 1:
             return times
         start = catch_up.next_at
-    return times + schedules.upcoming(
-        loop.schedule, created_at=loop.anchor, start=start, count=count - len(times), host_tz=settings.TIME_ZONE
+    times += schedules.upcoming(
+        timing, created_at=loop.anchor, start=start, count=count - len(times), host_tz=settings.TIME_ZONE
     )
+    # contract §16: the times stop at the loop's end; max_runs stops them after the runs it has left.
+    times = [moment for moment in times if not ends.past_end(moment, loop.ends_at)]
+    if loop.max_runs is not None:
+        times = times[: max(0, loop.max_runs - loop.runs_delivered)]
+    return times
 
 
 def active_loops_in_quota(*, target: str, created_by: str | None) -> int:

@@ -4,7 +4,8 @@ The forms only collect and convert (amount x unit -> seconds, radio choices -> a
 LoopPatchIn); every rule is the service's: the input goes through the same models and the same
 loop_create_from / loop_edit_from as the loop_create tool and PATCH /api/loops/{id}, and
 the contract's error message comes back inline on the field it names (ApiError.field). The edit
-form of a loop that targets `new` also has its workspace, permission preset and overlap (§14).
+form of a loop that targets `new` also has its workspace, permission preset and overlap (§14), and
+every edit form where the loop ends (§16: ends_at, max_runs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from core.errors import ApiError, host_unavailable
-from core.timeutil import truncate_to_ms
+from core.timeutil import to_ms, truncate_to_ms
 from core.validation import invalid_input_from
 from loops import schedules
 from loops.events import Actor
@@ -46,7 +47,11 @@ FIELD_FOR_PATH = {
     "workspace": "workspace",
     "permission_preset": "permission_preset",
     "overlap": "overlap",
+    "ends_at": "ends_at",
+    "max_runs": "max_runs",
 }
+# contract §16: the end as a local date and time in the host's zone, to the second.
+ENDS_AT_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 # contract §14, as the panel says it.
 OVERLAP_WORDS: dict[str, str] = {
@@ -252,6 +257,9 @@ def amount_and_unit(seconds: int) -> tuple[int, str]:
 def initial_for(loop: Loop) -> dict:
     """The edit form's values for a loop as it is."""
     initial = {"name": loop.name, "prompt": loop.prompt, "kind": loop.schedule.kind, "revision": loop.revision}
+    initial.update(
+        ends_at=loop.ends_at and timezone.localtime(loop.ends_at).replace(microsecond=0), max_runs=loop.max_runs
+    )
     if loop.session_id in (ReservedTarget.SELF, ReservedTarget.NEW):
         initial["target"] = loop.session_id
     else:
@@ -314,6 +322,17 @@ class LoopEditForm(LoopCreateForm):
     permission_preset = forms.CharField(required=False, label="Permission preset", widget=forms.Select)
     overlap = forms.CharField(
         required=False, label="Overlap", widget=forms.RadioSelect(choices=list(OVERLAP_WORDS.items()))
+    )
+    # contract §16. Empty: no end, no limit. Whether a value is acceptable (in the future, above the
+    # runs delivered) is the service's decision, with its message.
+    ends_at = forms.DateTimeField(
+        required=False,
+        label="Ends at",
+        input_formats=[ENDS_AT_FORMAT, "%Y-%m-%dT%H:%M"],
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local", "step": "1"}, format=ENDS_AT_FORMAT),
+    )
+    max_runs = forms.IntegerField(
+        required=False, label="Ends after", widget=forms.NumberInput(attrs={"min": 1, "placeholder": "no limit"})
     )
 
     def __init__(
@@ -421,7 +440,21 @@ class LoopEditForm(LoopCreateForm):
                 if value != getattr(loop, field):
                     # None: the workspace's host default, the host's own preset (LoopPatchIn).
                     patch[field] = value or None
+        patch |= self._bounds()
         return patch
+
+    def _bounds(self) -> dict:
+        """contract §16: the ends_at (epoch ms; the form shows whole seconds, so an end set to the
+        millisecond elsewhere is unchanged while its second is) and max_runs that changed; None clears."""
+        changed: dict = {}
+        if self.add_prefix("ends_at") in self.data:
+            ends_at = self.cleaned_data.get("ends_at")
+            current = self.loop.ends_at and self.loop.ends_at.replace(microsecond=0)
+            if ends_at != current:
+                changed["ends_at"] = None if ends_at is None else to_ms(ends_at)
+        if self.add_prefix("max_runs") in self.data and self.cleaned_data.get("max_runs") != self.loop.max_runs:
+            changed["max_runs"] = self.cleaned_data.get("max_runs")
+        return changed
 
     def save(self, *, now=None) -> Loop | None:
         """Edit the loop through loop_edit_from with what changed (the loop as it is when

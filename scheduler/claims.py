@@ -19,10 +19,20 @@ from django.db.models import F, Min
 from django.utils import timezone
 
 from core.bulk import insert_rows, update_rows
-from loops import schedules
+from loops import ends, schedules
 from loops.counters import Tally
+from loops.events import SCHEDULER, record_event
 from loops.humanize import short_span
-from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, Overlap, RunStatus, store_revision_prompts
+from loops.models import (
+    SCHEDULE_COLUMNS,
+    EventKind,
+    Loop,
+    LoopRun,
+    LoopState,
+    Overlap,
+    RunStatus,
+    store_revision_prompts,
+)
 from loops.occurrence_log import log_occurrence
 from loops.queue import enqueue_deliveries
 from loops.runs import (
@@ -113,26 +123,52 @@ def _misfire(late: timedelta, grace: int | None, *, one_shot: bool) -> str | Non
     )
 
 
-def _advance(loop: Loop, now: datetime) -> NewRun:
+def _advance(loop: Loop, now: datetime) -> tuple[NewRun | None, str | None]:
     """spec §3 anti-burst: deliver the latest due occurrence only, fold the rest into `missed`.
 
     With DSHLOOP_MISFIRE_GRACE_SECONDS set, a catch-up later than the grace is not delivered: the
     run is returned already `skipped` (the reason in `error`, itself counted in `missed`) and the
-    loop goes on with its next occurrence; a one-shot has none, so it fails (retryable)."""
+    loop goes on with its next occurrence; a one-shot has none, so it fails (retryable).
+
+    contract §16 (loops.ends): the catch-up looks no further than the loop's ends_at, so its run is
+    the last occurrence before the end however long the downtime. A loop with nothing left to run
+    (a deadline past its end, its max_runs delivered) returns no run, completed; the second item
+    names the bound that completed the loop (its `ended` event), else None. A run whose next occurrence lies past the end is the loop's last: its record ends the
+    loop (scheduler.delivery); one skipped here for the misfire grace ends it now."""
+    due_at = _deadline(loop)
+    bound = ends.bound_reached(
+        next_at=due_at, ends_at=loop.ends_at, runs_delivered=loop.runs_delivered, max_runs=loop.max_runs
+    )
+    if bound is not None:
+        _end(loop)
+        return None, bound
+    timing = loop.timing
     catch_up = schedules.catch_up(
-        loop.schedule, created_at=loop.anchor, due_at=_deadline(loop), now=now, host_tz=settings.TIME_ZONE
+        timing,
+        created_at=loop.anchor,
+        due_at=due_at,
+        now=ends.catch_up_until(now, loop.ends_at),
+        host_tz=settings.TIME_ZONE,
     )
     run = _new_run(loop, scheduled_at=catch_up.deliver_at, now=now, missed=catch_up.missed)
-    one_shot = loop.schedule.one_shot
+    one_shot = timing.one_shot
     loop.next_at = None if one_shot else catch_up.next_at
     reason = _misfire(now - catch_up.deliver_at, settings.DSHLOOP_MISFIRE_GRACE_SECONDS, one_shot=one_shot)
     if reason is None:
         loop.state = LoopState.RUNNING
-        return run
+        return run, None
     _finish_unsent(run, RunStatus.SKIPPED, reason, now)
     run.missed += 1  # the occurrences this outage cost: the folded ones and this one
     loop.state = LoopState.FAILED if one_shot else LoopState.SCHEDULED
-    return run
+    if not one_shot and ends.past_end(loop.next_at, loop.ends_at):
+        _end(loop)
+        return run, ends.ENDS_AT
+    return run, None
+
+
+def _end(loop: Loop) -> None:
+    """Mark a claimed loop completed; claim_due writes it with the others, and its `ended` event."""
+    loop.state, loop.next_at = LoopState.COMPLETED, None
 
 
 # What a claim reads of a loop: its schedule and what its run snapshots (parsing the other columns
@@ -140,6 +176,7 @@ def _advance(loop: Loop, now: datetime) -> NewRun:
 # copies it into the revision's LoopPrompt itself (store_revision_prompts).
 _CLAIM_FIELDS = ["loop_id", "state", "next_at", *SCHEDULE_COLUMNS]
 _CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision", "overlap"]
+_CLAIM_FIELDS += ["ends_at", "max_runs", "runs_delivered"]
 
 
 class Claimed(list[str]):
@@ -194,10 +231,11 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
             for loop in loops:
                 loop.next_at = moments[loop.loop_id]
         runs, advanced, tally, misfired = [], [], Tally(), set()
+        ended: list[tuple[Loop, str]] = []  # contract §16: loops this claim completed, and their bound
         for loop in loops:
             due_at = loop.next_at
             try:
-                run = _advance(loop, now)
+                run, bound = _advance(loop, now)
             except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
                 loop.next_at = due_at
                 try:
@@ -205,9 +243,13 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
                 except DatabaseError:  # its savepoint rolled back; the others still go ahead
                     logger.exception("could not record the failure of loop %s", loop.loop_id)
                 continue
-            if run.status == RunStatus.SKIPPED:
+            if run is not None and run.status == RunStatus.SKIPPED:
                 misfired.add(run.run_id)
-            if loop.session_id == ReservedTarget.NEW and not _bound_fresh_run(loop, run, due_at, now, capacity):
+            if (
+                run is not None
+                and loop.session_id == ReservedTarget.NEW
+                and not _bound_fresh_run(loop, run, due_at, now, capacity)
+            ):
                 continue  # waits for a slot, due as it was
             if connection.vendor != "postgresql":
                 # Compare-and-swap: only the clock that still sees the old deadline wins.
@@ -218,8 +260,20 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
                     continue
             else:
                 advanced.append(loop)
-            runs.append(run)
+            if bound is not None:
+                ended.append((loop, bound))
+            if run is not None:
+                runs.append(run)
         update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in advanced])
+        for loop, bound in ended:
+            changes = ends.ended_changes(
+                bound,
+                ends_at=loop.ends_at,
+                max_runs=loop.max_runs,
+                runs_delivered=loop.runs_delivered,
+                now=now,
+            )
+            record_event(loop, EventKind.ENDED, SCHEDULER, at=now, changes=changes)
         # The unique occurrence key is the last guard against a double dispatch: a run that holds
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.

@@ -29,16 +29,19 @@ from datetime import datetime, timedelta
 
 from django.db import DatabaseError, transaction
 from django.db.models import Case, F, Q, Value, When
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.bulk import update_rows
 from core.errors import database_unavailable, one_line
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
+from loops import ends
 from loops.counters import Tally
 from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, revision_prompts
 from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows, lease
+from loops.services.ends import loops_end
 from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
 from scheduler.message import loop_message, message_summary, run_source
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
@@ -338,7 +341,9 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
                 default=F("state"),
             ),
             **streak,
+            **_count_delivered(status, manual=manual),
         )
+    _end_last_runs(finished, loops, now)
     _apply_failure_policy([attempt.run for attempt in finished], now)
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
     if any(
@@ -348,6 +353,35 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
     ):
         # Claimable again soon: a clock sleeping past that deadline must wake up.
         transaction.on_commit(notify_clocks)
+
+
+def _count_delivered(status: str, *, manual: bool) -> dict[str, CombinedExpression]:
+    """contract §16: runs_delivered counts each delivered scheduled run, in the UPDATE that records
+    it (no write of its own). A loop has at most one scheduled run open (it is `running` until that
+    run is recorded), so each loop of the UPDATE counts one. A manual run (run now) is an operator's
+    test, not one of the loop's runs: it counts towards nothing, as it changes no state."""
+    if manual or status != RunStatus.DELIVERED:
+        return {}
+    return {"runs_delivered": F("runs_delivered") + 1}
+
+
+def _end_last_runs(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
+    """contract §16: a loop whose recorded run was its last is completed. Foreseen from the loop row
+    the batch read (no read or write for any other run): the run that brings runs_delivered to
+    max_runs, or, delivered or failed, the run whose loop's next occurrence lies past its ends_at
+    (the claim found it the last, scheduler.claims). loops_end checks each against its row, locked."""
+    ending = {}
+    for attempt in attempts:
+        run, loop = attempt.run, loops.get(attempt.run.loop_id)
+        if run.manual or loop is None or loop.kind in ONE_SHOT_KINDS:
+            continue
+        delivered = loop.runs_delivered + (1 if run.status == RunStatus.DELIVERED else 0)
+        if ends.runs_reached(delivered, loop.max_runs):
+            ending[loop.loop_id] = ends.MAX_RUNS
+        elif ends.past_end(loop.next_at, loop.ends_at):
+            ending[loop.loop_id] = ends.ENDS_AT
+    if ending:
+        loops_end(ending, now=now)
 
 
 def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:

@@ -26,6 +26,7 @@ from django.conf import settings
 from loops import schedules
 from loops.events import SCHEDULER, record_event
 from loops.models import EventKind, FailureEvent, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus
+from loops.services.ends import end_if_done
 from scheduler.episodes import FailedRun, record_episode
 from sessions_app.models import ReservedTarget
 
@@ -77,12 +78,15 @@ def after_failures(loop: Loop, failures: int, *, run: FailedRun, error: str, now
                 # The first occurrence at or after the backoff: the grid is kept (never earlier than
                 # the schedule), the occurrences in between are not attempted.
                 loop.next_at = schedules.next_occurrence(
-                    loop.schedule,
+                    loop.timing,
                     created_at=loop.anchor,
                     after=not_before - timedelta(milliseconds=1),
                     host_tz=settings.TIME_ZONE,
                 )
                 fields.append("next_at")
+                # contract §16: a backoff past the loop's end leaves it nothing to run.
+                if end_if_done(loop, now=now):
+                    fields.remove("next_at")
     loop.save(update_fields=fields)
 
 

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from loops.services.ends import END_BATCH, end_passed_loops
 from scheduler.retention import Pruner
 from scheduler.stored_times import SETTLE_BATCH, Repairs, settle_step, stores_text
 from sessions_app.hosts import get_host
@@ -114,6 +115,18 @@ class SettleJob:
             repairs.log("deadline repair")
 
 
+# How often loops whose ends_at has passed with nothing left to run (paused ones, above all) are
+# completed (contract §16): how late, at most, such a loop reads completed. A pass that finds none
+# is one read of loop_ends_idx.
+END_INTERVAL_SECONDS = 10.0
+
+
+def end_passed_step() -> bool:
+    """One batch of loops past their ends_at with nothing left to run, completed without a run; more
+    remain after a full one."""
+    return end_passed_loops(now=timezone.now()) >= END_BATCH
+
+
 OUTCOME_POLL_LIMIT = 200  # runs asked about per poll
 
 
@@ -140,10 +153,12 @@ def send_notices_step() -> bool:
 
 def default_jobs() -> list[Job]:
     """The jobs `runloops` runs: retention at start, then every DSHLOOP_PRUNE_INTERVAL_SECONDS; on
-    SQLite, settling deadlines stored in another form every SETTLE_INTERVAL_SECONDS; for a host that
-    tells how turns end, reading those outcomes every few seconds; and failure notices, unless
+    SQLite, settling deadlines stored in another form every SETTLE_INTERVAL_SECONDS; completing loops
+    past their ends_at with nothing left to run every END_INTERVAL_SECONDS; for a host that tells how
+    turns end, reading those outcomes every few seconds; and failure notices, unless
     DSHLOOP_FAILURE_NOTICES=0."""
     jobs = [Job("prune", settings.DSHLOOP_PRUNE_INTERVAL_SECONDS, PruneJob().step)]
+    jobs.append(Job("ends", END_INTERVAL_SECONDS, end_passed_step))
     if stores_text():
         jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, SettleJob().step))
     if get_host().capabilities.turn_outcomes:

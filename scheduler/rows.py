@@ -78,6 +78,10 @@ class DeliveryLoop:
     next_at: datetime | None
     workspace: str  # where and how its fresh sessions start (contract §14)
     permission_preset: str
+    # contract §16: whether the run being recorded is its last (loops.ends).
+    ends_at: datetime | None
+    max_runs: int | None
+    runs_delivered: int
 
 
 NEW_RUN_COLUMNS = tuple(field.name for field in fields(NewRun))  # every column of loops.LoopRun

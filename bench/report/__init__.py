@@ -7,6 +7,7 @@ Every number is the median over repetitions; with more than one repetition the r
 
 from __future__ import annotations
 
+from ..jitter import jitter_section
 from .burst import b1_section
 from .findings import findings
 from .idle import b3_section
@@ -48,6 +49,7 @@ def render(results: dict) -> str:
         b2_section(results, sizes),
         b3_section(results, sizes),
         b4_section(results, sizes),
+        jitter_section(),
         findings(results, sizes),
     ):
         if section:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('loops', '0014_fresh_run_sessions_index'),
+        ('loops', '0015_loop_ends'),
     ]
 
     operations = [

@@ -21,7 +21,7 @@ from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopState
+from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopState, timing_of
 from loops.schedule_gaps import shortest_gap
 from loops.schemas import LoopCreateIn
 from loops.selectors import active_loops_in_quota
@@ -149,15 +149,19 @@ def loop_create(
     created_at = truncate_to_ms(created_at)
     check_target(target=target, preset=preset)
     check_interval(schedule=schedule, target=target, now=created_at)
+    loop_id = new_loop_id()
     loop = Loop(
-        loop_id=new_loop_id(),
+        loop_id=loop_id,
         prompt=prompt,
         session_id=target,
         preset=preset or "",
         created_by_session_id=created_by,
         created_at=created_at,
         next_at=schedules.next_due(
-            schedule, created_at=created_at, now=max(now or created_at, created_at), host_tz=settings.TIME_ZONE
+            timing_of(schedule, loop_id),
+            created_at=created_at,
+            now=max(now or created_at, created_at),
+            host_tz=settings.TIME_ZONE,
         ),
         state=LoopState.SCHEDULED,
         v1_id=v1_id,

@@ -1,5 +1,5 @@
-"""Editing a loop (contract §9 PATCH): any of name, prompt, schedule, target and preset, and a `new`
-loop's workspace, permission preset and overlap (§14)."""
+"""Editing a loop (contract §9 PATCH): any of name, prompt, schedule, target and preset, a `new`
+loop's workspace, permission preset and overlap (§14), and where it ends (§16)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from core.notify import notify_clocks
-from core.timeutil import truncate_to_ms
+from core.timeutil import from_ms, to_ms, truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import EventKind, Loop, LoopState, Overlap
@@ -19,6 +19,7 @@ from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
 from loops.selectors import loop_get
 from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
+from loops.services.ends import check_bounds, end_if_done
 from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
 from loops.services.unattended import (
     UNATTENDED_FIELDS,
@@ -29,7 +30,8 @@ from loops.services.unattended import (
 from loops.services.unclaimed import unclaimed
 from sessions_app.models import ReservedTarget
 
-EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS)
+BOUNDS = ("ends_at", "max_runs")  # contract §16
+EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS, *BOUNDS)
 
 
 def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None = None) -> Loop:
@@ -43,7 +45,12 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     (pause refuses it too). A failed loop given a new schedule or
     target is scheduled again from now; a new prompt or name alone leaves it failed, for a retry
     to fire. Occurrences the old grid had due and no claim had taken are recorded skipped
-    (loops.services.unclaimed)."""
+    (loops.services.unclaimed).
+
+    contract §16: `ends_at` (an aware datetime) and `max_runs` set the loop's bounds (None clears
+    one); a bound already passed is refused on its field (422). An edit that leaves the loop no
+    occurrence before its end completes it at once (an `ended` event after the `edited` one), or,
+    with a run in flight, when that run is recorded."""
     unknown = set(changes) - set(EDITABLE)
     assert not unknown, unknown
     # The host first, before the loop's row is locked: the scheduler's claim of this loop waits on
@@ -58,6 +65,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         loop = locked_loop(loop_id)  # `before` is read from it: the revision this edit follows
         now = effective_now(now)
         refuse_completed(loop, doing="edit")
+        check_bounds(loop, ends_at=changes.get("ends_at"), max_runs=changes.get("max_runs"), now=now)
         before = _editable(loop)
         # Read before the edit changes the loop it is read from, if the edit may start a new grid.
         waiting = unclaimed(loop, now=now) if {"schedule", "target"} & changes.keys() else None
@@ -79,6 +87,9 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
             loop.prompt = changes["prompt"]
         if "schedule" in changes:
             loop.schedule = changes["schedule"]
+        for bound in BOUNDS:
+            if bound in changes:
+                setattr(loop, bound, changes[bound])
         loop.session_id, loop.preset = target, preset or ""
         after = _editable(loop)
         edited = {field: [before[field], after[field]] for field in after if before[field] != after[field]}
@@ -94,11 +105,12 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
                 # operator makes, so it is scheduled again on it, as any loop that is not paused.
                 loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
             if loop.state in (LoopState.SCHEDULED, LoopState.RUNNING):
-                loop.next_at = schedules.first_occurrence(loop.schedule, created_at=now, host_tz=settings.TIME_ZONE)
+                loop.next_at = schedules.first_occurrence(loop.timing, created_at=now, host_tz=settings.TIME_ZONE)
         loop.revision += 1
         loop.full_clean(validate_unique=False)
         loop.save()
         record_event(loop, EventKind.EDITED, actor, at=now, changes=edited)
+        end_if_done(loop, actor=actor, now=now)
     transaction.on_commit(notify_clocks)
     return loop
 
@@ -118,6 +130,8 @@ def _editable(loop: Loop) -> dict:
         "session_id": loop.session_id,
         "preset": loop.preset or None,
         **{field: getattr(loop, field) for field in UNATTENDED_FIELDS},
+        "ends_at": to_ms(loop.ends_at) if loop.ends_at else None,
+        "max_runs": loop.max_runs,
     }
 
 
@@ -154,9 +168,13 @@ def _edit_unattended(loop: Loop, changes: dict, *, target: str, becoming_new: di
 def loop_edit_from(loop_id: str, data: LoopPatchIn, *, actor: Actor, now: datetime | None = None) -> Loop:
     """loop_edit with the PATCH input (the operator API's and the panel's, validated as LoopPatchIn):
     the fields it was given; a null prompt, schedule or session_id counts as not given, a null
-    name or preset clears it. A cron schedule is checked at `now` (default: the clock)."""
+    name, preset, ends_at or max_runs clears it. A cron schedule is checked at `now` (default: the clock)."""
     given = data.model_fields_set
     changes: dict = {field: getattr(data, field) for field in ("name", "preset", *UNATTENDED_FIELDS) if field in given}
+    if "ends_at" in given:
+        changes["ends_at"] = None if data.ends_at is None else from_ms(data.ends_at)
+    if "max_runs" in given:
+        changes["max_runs"] = data.max_runs
     if data.prompt is not None:
         changes["prompt"] = data.prompt
     if data.schedule is not None:

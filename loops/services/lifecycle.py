@@ -17,6 +17,7 @@ from loops.events import Actor, record_event
 from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
+from loops.services.ends import end_if_done
 from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
 from loops.services.unclaimed import DELETED, PAUSED, unclaimed
 
@@ -25,10 +26,10 @@ OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for
 
 def _next_after(loop: Loop, now: datetime) -> datetime | None:
     """contract §9 resume: the first occurrence strictly after now; a one-shot already due fires now."""
-    if loop.schedule.one_shot:
-        due = schedules.first_occurrence(loop.schedule, created_at=loop.anchor, host_tz=settings.TIME_ZONE)
+    if loop.timing.one_shot:
+        due = schedules.first_occurrence(loop.timing, created_at=loop.anchor, host_tz=settings.TIME_ZONE)
         return now if due is None or due <= now else due
-    return schedules.next_occurrence(loop.schedule, created_at=loop.anchor, after=now, host_tz=settings.TIME_ZONE)
+    return schedules.next_occurrence(loop.timing, created_at=loop.anchor, after=now, host_tz=settings.TIME_ZONE)
 
 
 def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
@@ -54,7 +55,9 @@ def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
 def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
     """Scheduled again from now: nothing that fell due while paused is delivered or counted as
     missed (the first occurrence strictly after now), except a one-shot whose time passed, which
-    fires once. The resume of a loop awaiting approval is recorded as its approval. Idempotent."""
+    fires once. The resume of a loop awaiting approval is recorded as its approval. Idempotent.
+    contract §16: a loop left with no occurrence before its end (its ends_at passed while it was
+    paused, or comes before its next occurrence) is completed instead, with an `ended` event."""
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)
         now = effective_now(now)
@@ -66,6 +69,8 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
         loop.next_at, loop.paused_at, loop.pause_reason = _next_after(loop, now), None, ""
         # A fresh start: an operator who resumes an auto-paused loop has looked at it.
         loop.consecutive_failures = 0
+        if end_if_done(loop, actor=actor, now=now):
+            return loop
         loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason", "consecutive_failures"])
         record_event(loop, EventKind.APPROVED if approved else EventKind.RESUMED, actor, at=now)
     transaction.on_commit(notify_clocks)

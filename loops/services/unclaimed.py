@@ -25,7 +25,7 @@ from datetime import datetime
 
 from django.conf import settings
 
-from loops import schedules
+from loops import ends, schedules
 from loops.counters import Tally
 from loops.humanize import fresh_sessions_running, wait_span
 from loops.models import Loop, LoopRun, LoopState, RunStatus
@@ -104,9 +104,15 @@ def unclaimed(loop: Loop, *, now: datetime) -> Unclaimed | None:
     """The due occurrences of `loop` (its row locked) that no claim has taken, or None."""
     if loop.state not in (LoopState.SCHEDULED, LoopState.RUNNING) or loop.next_at is None or loop.next_at > now:
         return None
+    if ends.past_end(loop.next_at, loop.ends_at):
+        return None  # not an occurrence of the loop: it ended before it (contract §16)
     try:
         catch_up = schedules.catch_up(
-            loop.schedule, created_at=loop.anchor, due_at=loop.next_at, now=now, host_tz=settings.TIME_ZONE
+            loop.timing,
+            created_at=loop.anchor,
+            due_at=loop.next_at,
+            now=ends.catch_up_until(now, loop.ends_at),
+            host_tz=settings.TIME_ZONE,
         )
         latest, count = catch_up.deliver_at, catch_up.missed + 1
     except Exception:  # noqa: BLE001 - a schedule the claim could not compute either: its deadline alone

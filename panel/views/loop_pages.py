@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import UnknownLoop
 from core.validation import is_identifier
-from loops import humanize
+from loops import humanize, schedules
 from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview
 from loops.models import Loop
@@ -57,6 +57,21 @@ def _workspace_options(loop: Loop) -> dict:
     except HostError as exc:
         options["workspaces_note"] = f"The host could not list its workspaces ({exc}); type a directory instead."
     return options
+
+
+def _end_facts(loop: Loop | None, zone_name: str, now) -> dict | None:
+    """contract §16: where the loop ends, how many runs it has delivered, and the delay of its
+    deliveries when a cron jitter moves them (upcoming shows the delayed times)."""
+    if loop is None:
+        return None
+    timing = loop.timing
+    delay = timing.delay.total_seconds() if isinstance(timing, schedules.Delayed) else None
+    return {
+        "at": when(loop.ends_at, zone_name, now),
+        "max_runs": loop.max_runs,
+        "runs_delivered": loop.runs_delivered,
+        "jitter": f"{delay:.3f}".rstrip("0").rstrip(".") if delay is not None else None,
+    }
 
 
 def _unattended_facts(loop: Loop | None) -> dict | None:
@@ -158,6 +173,7 @@ def detail(request, loop_id: str):
         "row": row,
         "creator_title": creator,
         "unattended": _unattended_facts(loop),
+        "ends": _end_facts(loop, zone_name, now),
         "created": when(loop.created_at, zone_name, now) if loop else None,
         "upcoming": upcoming,
         "runs": [
@@ -211,6 +227,7 @@ def edit(request, loop_id: str):
         "loop": loop,
         "has_global_session": global_session is not None,
         "back": back,
+        "host_zone": settings.TIME_ZONE,  # the zone the end's date and time are in (panel.forms)
     }
     # 422 for a refused submission, as the create form.
     return render(request, "panel/edit.html", context, status=422 if form.is_bound else 200)

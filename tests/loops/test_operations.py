@@ -35,7 +35,8 @@ def events(ops, loop_id: str) -> list[dict]:
 def test_detail_is_the_loop_view_plus_the_operators_fields(make, ops):
     loop = make(every(60))
     detail = ops("GET", loop["loop_id"]).json()
-    assert detail == {**loop, "revision": 1, "consecutive_failures": 0, "schedule_text": "every minute"}
+    bounds = {"ends_at": None, "max_runs": None, "runs_delivered": 0}  # contract §16: null when unset
+    assert detail == {**loop, "revision": 1, "consecutive_failures": 0, "schedule_text": "every minute", **bounds}
     assert error_of(ops("GET", "loop_gone"))["code"] == "unknown_loop"
 
 
