@@ -20,6 +20,7 @@ import {
 } from './dshloop.ts'
 import { loopCards } from './cards.ts'
 import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, PLUGIN_NAME } from './deliver.ts'
+import { panelCall } from './panel.ts'
 import { panelUrl } from './status.ts'
 import { type TakenToken, takeToken } from './token.ts'
 
@@ -239,7 +240,9 @@ export interface Deliveries {
  * - `hello {}` from dshloop: that this plugin is here and can deliver;
  * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
  *   `unattended: true` for a session dshloop made for a `new` run;
- * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts).
+ * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
+ * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts), errors
+ *   with dshloop's code, its sentence and the field it names (`details.field`).
  */
 export async function handleRpc(
   endpoint: Endpoint,
@@ -256,6 +259,16 @@ export async function handleRpc(
     } catch (error) {
       const code = error instanceof DshloopError ? error.code : 'internal'
       return rpcError(code, error instanceof Error ? error.message : String(error))
+    }
+  }
+  if (rpcEndpoint === 'panel') {
+    try {
+      return { ok: true, value: await panelCall(endpoint, payload, signal) }
+    } catch (error) {
+      if (error instanceof DshloopError) {
+        return { ok: false, error: { code: error.code, message: error.detail, details: error.field === undefined ? {} : { field: error.field } } }
+      }
+      return rpcError('internal', error instanceof Error ? error.message : String(error))
     }
   }
   if (rpcEndpoint !== 'status') return rpcError('not-found', `unknown endpoint ${rpcEndpoint}`)
