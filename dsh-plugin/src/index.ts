@@ -241,8 +241,9 @@ export interface Deliveries {
  * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
  *   `unattended: true` for a session dshloop made for a `new` run;
  * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
- * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts), errors
- *   with dshloop's code, its sentence and the field it names (`details.field`).
+ * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts): dshloop's
+ *   answer as the value, or `{refused: {code, message, field?}}` with dshloop's code, its sentence and
+ *   the field it names.
  */
 export async function handleRpc(
   endpoint: Endpoint,
@@ -265,8 +266,10 @@ export async function handleRpc(
     try {
       return { ok: true, value: await panelCall(endpoint, payload, signal) }
     } catch (error) {
+      // A refusal is an answer, not a failed call: DSH's channel takes only its own error codes, so
+      // dshloop's code, sentence and field travel in the value, for the form to show on the field.
       if (error instanceof DshloopError) {
-        return { ok: false, error: { code: error.code, message: error.detail, details: error.field === undefined ? {} : { field: error.field } } }
+        return { ok: true, value: { refused: { code: error.code, message: error.detail, ...(error.field === undefined ? {} : { field: error.field }) } } }
       }
       return rpcError('internal', error instanceof Error ? error.message : String(error))
     }

@@ -58,16 +58,24 @@ export function ago(at: number, now: number): string {
   return seconds < 2 ? 'just now' : `${duration(seconds)} ago`
 }
 
-/** The actions a loop offers; the operations decide what is allowed, these leave out no-ops. */
+/**
+ * The actions a loop offers; the operations decide what is allowed, these leave out no-ops. A loop
+ * whose last run failed offers Retry in place of Run now: for a failed one-shot that is dshloop's
+ * retry, for a recurring loop (still scheduled after a failed turn) a run now (retryOp).
+ */
 export function actionsOf(loop: PanelLoop): string[] {
   const actions: string[] = []
   if (loop.state === 'completed') return ['delete']
   if (loop.state === 'paused') actions.push(loop.pause_reason === AWAITING_APPROVAL ? 'approve' : 'resume')
   else if (loop.state !== 'failed') actions.push('pause')
-  actions.push('run')
-  if (loop.state === 'failed') actions.push('retry')
+  actions.push(isFailing(loop) ? 'retry' : 'run')
   actions.push('edit', 'delete')
   return actions
+}
+
+/** The panel op an action is: Retry of a loop that is not itself failed runs it now. */
+export function opOf(loop: PanelLoop, action: string): string {
+  return action === 'retry' && loop.state !== 'failed' ? 'run' : action
 }
 
 export const ACTION_LABELS: Readonly<Record<string, string>> = {

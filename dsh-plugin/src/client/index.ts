@@ -35,7 +35,10 @@ interface StatusProps {
 
 interface ClientContext {
   effect(factory: () => void | (() => void), label?: string): void
-  readonly sessions?: { open(id: string): void }
+  readonly sessions?: {
+    open(id: string): void
+    readonly list?: { getSnapshot(): { readonly byId?: Readonly<Record<string, { readonly title?: string } | undefined>> } }
+  }
   readonly connection: {
     readonly rpc: { call(channel: string, endpoint: string, payload: unknown): Promise<unknown> }
   }
@@ -92,15 +95,23 @@ function applyPanel(ctx: ClientContext): void {
     rpc: async payload => {
       const result = await ctx.connection.rpc.call('/dshloop', 'panel', payload) as {
         ok?: boolean
-        value?: unknown
-        error?: { code?: string; message?: string; details?: { field?: unknown } }
+        value?: { refused?: { code?: string; message?: string; field?: unknown } }
+        error?: { code?: string; message?: string }
       }
-      if (result?.ok === true) return result.value
-      const field = result?.error?.details?.field
-      throw new PanelError(result?.error?.code ?? 'internal', result?.error?.message ?? 'The dshloop plugin did not answer.',
+      const refused = result?.ok === true ? result.value?.refused : result?.error
+      if (result?.ok === true && refused === undefined) return result.value
+      const field = (refused as { field?: unknown } | undefined)?.field
+      throw new PanelError(refused?.code ?? 'internal', refused?.message ?? 'The dshloop plugin did not answer.',
         typeof field === 'string' ? field : undefined)
     },
     openSession: ctx.sessions === undefined ? undefined : (sessionId: string) => ctx.sessions?.open(sessionId),
+    titleOf: sessionId => {
+      try {
+        return ctx.sessions?.list?.getSnapshot().byId?.[sessionId]?.title
+      } catch {
+        return undefined // DSH Web's list not as this plugin knows it: the ID alone
+      }
+    },
   }
   const overlay = new OverlayState()
 

@@ -22,6 +22,7 @@ import {
   formOf,
   isFailing,
   type LoopForm,
+  opOf,
   type PanelLoop,
   preview,
   stateWords,
@@ -52,6 +53,8 @@ export interface PanelDeps {
   readonly rpc: PanelRpc
   /** Opens a DSH session (ctx.sessions.open); undefined when DSH Web offers none. */
   readonly openSession: ((sessionId: string) => void) | undefined
+  /** A session's title as DSH Web lists it: dshloop knows the titles of sessions it delivered to only. */
+  readonly titleOf: (sessionId: string) => string | undefined
 }
 
 interface ListAnswer {
@@ -191,7 +194,7 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
     }
     setConfirming(undefined)
     try {
-      await deps.rpc({ op: action, loopId: loop.loop_id })
+      await deps.rpc({ op: opOf(loop, action), loopId: loop.loop_id })
       setNotices(previous => ({ ...previous, [loop.loop_id]: '' }))
     } catch (error) {
       setNotices(previous => ({ ...previous, [loop.loop_id]: error instanceof Error ? error.message : String(error) }))
@@ -216,7 +219,11 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
     }
   }
 
-  const titles = list?.titles ?? {}
+  const titles: Record<string, string> = {}
+  for (const loop of list?.loops ?? []) {
+    const title = list?.titles[loop.session_id] ?? deps.titleOf(loop.session_id)
+    if (title) titles[loop.session_id] = title
+  }
   return h('div', { 'data-dshloop-panel': scope, style: PANEL },
     h('div', { style: HEADER },
       h('strong', { style: { fontSize: '16px' } }, current === undefined ? 'Loops' : 'Loops of this conversation'),
