@@ -74,9 +74,7 @@ def trail(dshloop, loop_id: str) -> list[tuple[str, dict]]:
 def row(driver, scope: str, loop_id: str):
     from selenium.webdriver.common.by import By
 
-    found = driver.find_elements(
-        By.CSS_SELECTOR, f'[data-dshloop-panel="{scope}"] [data-dshloop-loop="{loop_id}"]'
-    )
+    found = driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-panel="{scope}"] [data-dshloop-loop="{loop_id}"]')
     return found[0] if found else None
 
 
@@ -99,17 +97,30 @@ def runs_of(loop_id: str) -> list[LoopRun]:
     return list(LoopRun.objects.filter(loop_id=loop_id).order_by("scheduled_at"))
 
 
+@pytest.fixture(scope="module")
+def panel_workspace(tmp_path_factory):
+    """One workspace for the module's sessions: DSH Web unfolds only one workspace's sessions."""
+    return tmp_path_factory.mktemp("panel-work")
+
+
 @pytest.fixture
-def sessions(plugin_dsh, dshloop, workspace, settings):
-    """Two titled DSH sessions in a workspace DSH Web lists: {title: session ID}."""
+def sessions(plugin_dsh, dshloop, panel_workspace, settings):
+    """Two titled DSH sessions in a workspace DSH Web lists: {"Alpha": (ID, title), "Beta": …}. The DSH
+    serves the whole module, so each test's titles are its own (DSH Web lists the earlier ones too)."""
     settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL = "dsh", plugin_dsh.url
-    workspace_id = plugin_dsh.call("workspace.create", {"path": str(workspace)})["workspace"]["workspaceId"]
+    workspace_id = plugin_dsh.call("workspace.create", {"path": str(panel_workspace)})["workspace"]["workspaceId"]
+    tag = uuid.uuid4().hex[:6]
     made = {}
-    for title in ("Alpha work", "Beta work"):
-        session_id = f"ses-panel-{uuid.uuid4().hex[:8]}"  # the DSH serves the whole module
+    for name in ("Alpha", "Beta"):
+        session_id, title = f"ses-panel-{name.lower()}-{tag}", f"{name} work {tag}"
         plugin_dsh.call("session.create", {"sessionId": session_id, "workspaceId": workspace_id})
         plugin_dsh.call("session.rename", {"sessionId": session_id, "title": title})
-        made[title] = session_id
+        # DSH Web lists a session once it has a message.
+        hello = {"sessionId": session_id, "mode": "queue", "content": [{"type": "text", "text": "hello"}]}
+        plugin_dsh.call("session.prompt", hello, rpc_id=f"hello-{session_id}")
+        made[name] = (session_id, title)
+    for session_id, _ in made.values():
+        wait_for(lambda: plugin_dsh.user_messages(session_id), timeout=15, message=f"{session_id}'s first message")
     return made
 
 
@@ -119,7 +130,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    alpha, beta = sessions["Alpha work"], sessions["Beta work"]
+    (alpha, alpha_title), (beta, beta_title) = sessions["Alpha"], sessions["Beta"]
     agents = agent_calls(
         plugin_dsh, alpha, "loop_create", {"prompt": "Agent made check", "schedule": every(600)}
     ).json()
@@ -127,11 +138,11 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
     added = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_TRAFFIC})
     try:
         driver.set_window_size(1280, 800)
-        open_dsh_web(driver, plugin_dsh, "Alpha work")
+        open_dsh_web(driver, plugin_dsh, alpha_title)
         wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, '[data-dshloop-open="panel"]'), timeout=15)[0].click()
         wait_for(lambda: row(driver, "global", agents["loop_id"]), timeout=15, message="the agent's loop in the panel")
         assert "every 10 minutes" in row_text(driver, "global", agents["loop_id"])
-        assert f"Alpha work ({alpha})" in row_text(driver, "global", agents["loop_id"])
+        assert f"{alpha_title} ({alpha})" in row_text(driver, "global", agents["loop_id"])
 
         # A new loop for a session picked by title; dshloop's refusal shows on its field first.
         panel = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-panel="global"]')
@@ -143,8 +154,8 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         seconds.send_keys("0")
         Select(form.find_element(By.NAME, "target")).select_by_value("session")
         picker = wait_for(lambda: form.find_elements(By.NAME, "session"), timeout=5)[0]
-        wait_for(lambda: f"Beta work ({beta})" in picker.text, timeout=10, message="Beta work in the session picker")
-        Select(picker).select_by_visible_text(f"Beta work ({beta})")
+        wait_for(lambda: f"{beta_title} ({beta})" in picker.text, timeout=10, message="B in the session picker")
+        Select(picker).select_by_visible_text(f"{beta_title} ({beta})")
         form.find_element(By.CSS_SELECTOR, '[data-dshloop-action="save"]').click()
         refusal = wait_for(
             lambda: form.find_elements(By.CSS_SELECTOR, '[data-dshloop-field-error="seconds"]'),
@@ -161,7 +172,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         assert status == 200 and detail["session_id"] == beta and detail["schedule"] == every(900)
         assert trail(dshloop, loop_id) == [("created", ACTOR)]
         wait_for(lambda: row(driver, "global", loop_id), timeout=10, message="the panel's loop in the list")
-        assert f"Beta work ({beta})" in row_text(driver, "global", loop_id)
+        assert f"{beta_title} ({beta})" in row_text(driver, "global", loop_id)
         driver.save_screenshot(str(screenshots / "dsh-panel-overlay.png"))
 
         press(driver, "global", loop_id, "pause")
@@ -176,7 +187,12 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
             message="the run now delivered",
         )
         assert run.target_session_id == beta and plugin_dsh.loop_messages(beta)
-        assert trail(dshloop, loop_id) == [("run_now", ACTOR), ("resumed", ACTOR), ("paused", ACTOR), ("created", ACTOR)]
+        assert trail(dshloop, loop_id) == [
+            ("run_now", ACTOR),
+            ("resumed", ACTOR),
+            ("paused", ACTOR),
+            ("created", ACTOR),
+        ]
 
         # Its runs, each opening the DSH session it ran in.
         press(driver, "global", loop_id, "runs")
@@ -188,7 +204,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         wait_for(
             lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-status="{beta}"]'),
             timeout=10,
-            message="Beta work opened behind the panel",
+            message="B opened behind the panel",
         )
 
         press(driver, "global", loop_id, "delete")
@@ -214,7 +230,7 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
 ):
     from selenium.webdriver.common.by import By
 
-    alpha, beta = sessions["Alpha work"], sessions["Beta work"]
+    (alpha, alpha_title), (beta, _) = sessions["Alpha"], sessions["Beta"]
     mine = create_loop(every(600), target=alpha, created_by=alpha, prompt="Alpha's own check")
     failing = create_loop(every(600), target=alpha, created_by=alpha, prompt="FAILNOW on purpose")
     theirs = create_loop(every(600), target=beta, created_by=beta, prompt="Beta's own check")
@@ -224,7 +240,7 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
     )
 
     driver.set_window_size(1280, 800)
-    open_dsh_web(driver, plugin_dsh, "Alpha work")
+    open_dsh_web(driver, plugin_dsh, alpha_title)
     # The composer status opens the conversation's Loops tab: A's loops, none of B's.
     wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-status="{alpha}"]'), timeout=15)[0].click()
     wait_for(lambda: row(driver, alpha, mine.loop_id), timeout=15, message="A's loop in A's tab")
@@ -249,8 +265,9 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
 def test_a_fault_in_the_panel_shows_in_the_panel_and_leaves_dsh_web_usable(plugin_dsh, dshloop, sessions, driver):
     from selenium.webdriver.common.by import By
 
+    alpha_title = sessions["Alpha"][1]
     driver.set_window_size(1280, 800)
-    open_dsh_web(driver, plugin_dsh, "Alpha work")
+    open_dsh_web(driver, plugin_dsh, alpha_title)
     driver.execute_script("window.DSHLOOP_FAULT = 'panel'")
     wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, '[data-dshloop-open="panel"]'), timeout=15)[0].click()
     failure = wait_for(

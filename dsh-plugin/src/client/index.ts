@@ -213,7 +213,7 @@ const OVERLAY_BOX = {
   width: 'min(960px, 100vw)',
   maxHeight: 'calc(100vh - min(6vh, 48px))',
   overflowY: 'auto',
-  borderRadius: '10px 10px 0 0',
+  borderRadius: '10px',
   boxShadow: '0 8px 32px rgba(0, 0, 0, 0.25)',
   boxSizing: 'border-box',
 }
