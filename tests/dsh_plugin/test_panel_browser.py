@@ -20,7 +20,7 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from loops.models import Loop, LoopRun, RunStatus
+from loops.models import AWAITING_APPROVAL, Loop, LoopRun, RunStatus
 from tests.conftest import create_loop, every
 from tests.processes import wait_for
 
@@ -125,7 +125,7 @@ def sessions(plugin_dsh, dshloop, panel_workspace, settings):
 
 
 def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
-    plugin_dsh, dshloop, sessions, driver, screenshots
+    plugin_dsh, dshloop, sessions, driver, screenshots, settings
 ):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -134,6 +134,9 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
     agents = agent_calls(
         plugin_dsh, alpha, "loop_create", {"prompt": "Agent made check", "schedule": every(600)}
     ).json()
+    settings.DSHLOOP_APPROVE_AGENT_NEW_LOOPS = True  # an agent's `new` loop waits for a person
+    waiting = create_loop(every(3600), target="new", created_by=alpha, prompt="Unattended sweep")
+    assert waiting.pause_reason == AWAITING_APPROVAL
 
     added = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_TRAFFIC})
     try:
@@ -143,6 +146,11 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         wait_for(lambda: row(driver, "global", agents["loop_id"]), timeout=15, message="the agent's loop in the panel")
         assert "every 10 minutes" in row_text(driver, "global", agents["loop_id"])
         assert f"{alpha_title} ({alpha})" in row_text(driver, "global", agents["loop_id"])
+        # An agent's `new` loop awaiting approval is approved here.
+        assert "awaiting approval" in row_text(driver, "global", waiting.loop_id)
+        press(driver, "global", waiting.loop_id, "approve")
+        wait_for(lambda: api(dshloop, f"/api/loops/{waiting.loop_id}")[1]["state"] == "scheduled", timeout=10)
+        assert trail(dshloop, waiting.loop_id)[0] == ("approved", ACTOR)
 
         # A new loop for a session picked by title; dshloop's refusal shows on its field first.
         panel = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-panel="global"]')
