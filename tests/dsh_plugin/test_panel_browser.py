@@ -183,6 +183,18 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         assert f"{beta_title} ({beta})" in row_text(driver, "global", loop_id)
         driver.save_screenshot(str(screenshots / "dsh-panel-overlay.png"))
 
+        # Edit: a name and a new schedule, one revision.
+        press(driver, "global", loop_id, "edit")
+        editing = wait_for(lambda: panel.find_elements(By.CSS_SELECTOR, '[data-dshloop-form="edit"]'), timeout=5)[0]
+        editing.find_element(By.NAME, "name").send_keys("Beta report")
+        again = editing.find_element(By.NAME, "seconds")
+        again.clear()
+        again.send_keys("1200")
+        editing.find_element(By.CSS_SELECTOR, '[data-dshloop-action="save"]').click()
+        wait_for(lambda: api(dshloop, f"/api/loops/{loop_id}")[1].get("name") == "Beta report", timeout=10)
+        assert api(dshloop, f"/api/loops/{loop_id}")[1]["schedule"] == every(1200)
+        wait_for(lambda: "Beta report" in row_text(driver, "global", loop_id), timeout=10, message="the new name")
+
         press(driver, "global", loop_id, "pause")
         wait_for(lambda: api(dshloop, f"/api/loops/{loop_id}")[1]["state"] == "paused", timeout=10, message="paused")
         wait_for(lambda: "paused" in row_text(driver, "global", loop_id), timeout=10, message="paused in the panel")
@@ -199,6 +211,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
             ("run_now", ACTOR),
             ("resumed", ACTOR),
             ("paused", ACTOR),
+            ("edited", ACTOR),
             ("created", ACTOR),
         ]
 
