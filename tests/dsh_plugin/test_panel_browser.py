@@ -128,6 +128,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
     plugin_dsh, dshloop, sessions, driver, screenshots, settings
 ):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 
     (alpha, alpha_title), (beta, beta_title) = sessions["Alpha"], sessions["Beta"]
@@ -237,6 +238,8 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         narrow(driver)
         driver.save_screenshot(str(screenshots / "dsh-panel-overlay-phone.png"))
         driver.set_window_size(1280, 800)
+        driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)  # Escape closes the overlay
+        wait_for(lambda: not driver.find_elements(By.CSS_SELECTOR, "[data-dshloop-overlay]"), timeout=5)
 
         seen = "\n".join(driver.execute_script("return window.__dshloopSeen"))
         assert "/dshloop/panel" in seen or '"panel"' in seen, seen[:2000]  # the panel's calls were recorded

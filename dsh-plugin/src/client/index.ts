@@ -126,6 +126,14 @@ function applyPanel(ctx: ClientContext): void {
   const Overlay = (): ReactElement | null => {
     const [open, setOpen] = useState(overlay.open)
     useEffect(() => overlay.watch(setOpen), [])
+    useEffect(() => {
+      if (!open) return undefined
+      const close = (event: KeyboardEvent): void => {
+        if (event.key === 'Escape') overlay.set(false)
+      }
+      document.addEventListener('keydown', close)
+      return () => document.removeEventListener('keydown', close)
+    }, [open])
     if (!open) return null
     return createElement('div', {
       'data-dshloop-overlay': 'true',
