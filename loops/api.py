@@ -29,7 +29,7 @@ from loops.schemas import (
     RunView,
     UpcomingOut,
 )
-from loops.selectors import fire_times, loop_get, loop_runs
+from loops.selectors import fire_times, loop_get, loop_runs, runs_delivered_into
 from loops.services import create, edit, lifecycle
 from sessions_app.hosts import global_session_id
 from sessions_app.selectors import sessions_get
@@ -37,6 +37,7 @@ from tokens.auth import manage_auth, tools_auth
 
 loops_router = Router(auth=tools_auth, tags=["loops"])
 manage_router = Router(auth=manage_auth, tags=["operate"])
+runs_router = Router(auth=manage_auth, tags=["operate"])
 
 
 class RunsQuery(Schema):
@@ -192,3 +193,18 @@ def loop_retry(request, loop_id: str):
 def loop_events_list(request, loop_id: str, query: Query[EventsQuery]):
     """The audit trail, newest first; it outlives the loop."""
     return {"events": [event_view(event) for event in loop_events(loop_id, limit=query.limit)]}
+
+
+class SessionRunsQuery(Schema):
+    session: Annotated[str, Field(min_length=1, max_length=200)] = Field(
+        description="The session whose delivered runs to list."
+    )
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+
+
+@runs_router.get("", response=answers(RunsOut), exclude_none=True)
+def session_runs(request, query: Query[SessionRunsQuery]):
+    """The runs delivered into one session, newest first: its loops' (self loops too when it is the
+    global interface) and the fresh runs that made it. What a DSH conversation's Loops tab shows."""
+    runs = runs_delivered_into(query.session, global_session_id=global_session_id(), limit=query.limit)
+    return {"runs": [run_view(run) for run in runs]}

@@ -96,3 +96,35 @@ def test_an_odd_via_label_is_left_out_of_the_actor(manage_api, make_session):
     ).json()
     [event] = request(manage_api, "GET", f"/api/loops/{loop['loop_id']}/events").json()["events"]
     assert event["actor"] == {"kind": "token", "id": "ops"}
+
+
+def test_a_sessions_runs_are_those_delivered_into_it_newest_first(manage_api, make_session, global_session):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from loops.models import LoopRun
+    from tests.conftest import create_loop, fire_due
+
+    make_session("ses_target")
+    make_session("ses_other")
+    mine = create_loop(every(60), target="ses_target")
+    theirs = create_loop(every(60), target="ses_other")
+    selfish = create_loop(every(60), target="self")
+    now = timezone.now()
+    fire_due(mine.loop_id, now + timedelta(seconds=61))  # each loop's first run
+    fire_due(mine.loop_id, now + timedelta(seconds=121))  # and its second
+    assert LoopRun.objects.count() == 6
+
+    def newest_first(loop_id):
+        return list(LoopRun.objects.filter(loop_id=loop_id).order_by("-scheduled_at").values_list("run_id", flat=True))
+
+    runs = request(manage_api, "GET", "/api/runs", {"session": "ses_target"}).json()["runs"]
+    assert [run["run_id"] for run in runs] == newest_first(mine.loop_id)
+    assert newest_first(theirs.loop_id)[0] not in {run["run_id"] for run in runs}
+    # The global interface's runs include its `self` loops'.
+    runs = request(manage_api, "GET", "/api/runs", {"session": "ses_global"}).json()["runs"]
+    assert [run["run_id"] for run in runs] == newest_first(selfish.loop_id)
+    assert request(manage_api, "GET", "/api/runs", {"session": "ses_nobody"}).json() == {"runs": []}
+    missing = request(manage_api, "GET", "/api/runs")
+    assert missing.status_code == 422 and error_of(missing)["code"] == "invalid_input"
