@@ -7,7 +7,8 @@
  * session, as for a loop made in dshloop's own panel.
  *
  * What one refresh of an open panel costs dshloop: one `list` (one read of the loop index, one of
- * the session headers). `loop` (a loop's runs and trail) only while a loop is open in the panel.
+ * the session headers); a conversation's tab adds `delivered` (the runs delivered into it). `loop`
+ * (a loop's runs and trail) only while a loop is open in the panel.
  */
 
 import { callApi, DshloopError, type Endpoint, type Json } from './dshloop.ts'
@@ -18,6 +19,8 @@ export const VIA = 'DSH Web'
 export const LIST_LIMIT = 100
 /** A loop's runs and events shown when it is opened. */
 export const HISTORY_LIMIT = 20
+/** Runs a conversation's tab shows as delivered into it. */
+export const DELIVERED_LIMIT = 10
 /** Sessions offered in the target picker (list_sessions, newest first). */
 export const SESSIONS_LIMIT = 200
 
@@ -36,6 +39,12 @@ export async function panelCall(endpoint: Endpoint, payload: unknown, signal?: A
   if (op === 'list') return callApi(endpoint, 'GET', `/api/loops?${listQuery(payload)}`, options)
   if (op === 'sessions') {
     return callApi(endpoint, 'POST', '/api/tools/list_sessions', { ...options, body: { limit: SESSIONS_LIMIT } })
+  }
+  if (op === 'delivered') {
+    const sessionId = payload.sessionId
+    if (typeof sessionId !== 'string' || sessionId === '') throw new DshloopError('bad-request', 'sessionId must be a session ID')
+    const query = new URLSearchParams({ session: sessionId, limit: String(DELIVERED_LIMIT) })
+    return callApi(endpoint, 'GET', `/api/runs?${query}`, options)
   }
   if (op === 'create') return callApi(endpoint, 'POST', '/api/loops', { ...options, body: objectOf(payload.input, 'input') })
   const path = `/api/loops/${encodeURIComponent(loopIdOf(payload))}`

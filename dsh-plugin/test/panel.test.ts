@@ -58,6 +58,7 @@ test('each panel op is one call of the operator API, with the token and the DSH 
     [{ op: 'retry', loopId: 'loop_a' }, 'POST', '/api/loops/loop_a/retry'],
     [{ op: 'delete', loopId: 'loop/../x' }, 'DELETE', '/api/loops/loop%2F..%2Fx'],
     [{ op: 'sessions' }, 'POST', '/api/tools/list_sessions'],
+    [{ op: 'delivered', sessionId: 'ses A' }, 'GET', '/api/runs?session=ses+A&limit=10'],
   ]
   for (const [payload, method, path] of ops) {
     const answer = await handleRpc(endpoint, 'panel', payload, signal)

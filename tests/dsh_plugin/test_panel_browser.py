@@ -5,7 +5,7 @@ the sidebar's "Loops" action opens the global panel over DSH with every loop, ag
 panel-made; a loop made there for a session picked by title is paused, resumed, run now and
 deleted, each seen through dshloop's API and its trail with the actor "dsh-plugin via DSH Web"; a
 failing loop shows its error and Retry runs it again; a conversation's Loops tab (which its composer
-status opens) shows that session's loops only; no request, answer or page carries the plugin's
+status opens) shows that session's loops only, and the runs delivered into it; no request, answer or page carries the plugin's
 token; a fault forced into the panel's code shows in the panel and leaves DSH Web's chat usable.
 DSHLOOP_SCREENSHOTS=1 writes docs/screenshots/dsh-panel-*.png.
 """
@@ -274,11 +274,25 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
     assert failed_row.get_attribute("data-dshloop-mark") == "failed"
     assert "last error" in row_text(driver, alpha, failing.loop_id), row_text(driver, alpha, failing.loop_id)
     assert "failed" in row_text(driver, alpha, failing.loop_id)
+    # The runs delivered into the conversation, with how they went.
+    [failed_run] = runs_of(failing.loop_id)
+    delivered = f'[data-dshloop-delivered="{alpha}"] [data-dshloop-run="{failed_run.run_id}"]'
+    wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, delivered), timeout=10, message="the run delivered here")
+    assert "failed" in driver.find_element(By.CSS_SELECTOR, delivered).text
     driver.save_screenshot(str(screenshots / "dsh-panel-tab.png"))
 
     # Retry runs it again, now: a second run, marked as run by a person, recorded with the actor.
     press(driver, alpha, failing.loop_id, "retry")
     wait_for(lambda: len(runs_of(failing.loop_id)) == 2, timeout=20, message="the retry's run")
+    retried = runs_of(failing.loop_id)[-1]
+    assert retried.manual
+    wait_for(
+        lambda: driver.find_elements(
+            By.CSS_SELECTOR, f'[data-dshloop-delivered="{alpha}"] [data-dshloop-run="{retried.run_id}"]'
+        ),
+        timeout=10,
+        message="the retry's run delivered here",
+    )
     assert trail(dshloop, failing.loop_id)[0] == ("run_now", ACTOR)
 
     narrow(driver)

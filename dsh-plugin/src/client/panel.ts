@@ -65,6 +65,7 @@ interface ListAnswer {
 
 interface RunRow {
   readonly run_id: string
+  readonly loop_id: string
   readonly status: string
   readonly scheduled_at: number
   readonly outcome?: string
@@ -137,6 +138,7 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
   const [openId, setOpenId] = useState<string | undefined>(undefined)
   const [history, setHistory] = useState<{ loopId: string; runs: readonly RunRow[]; events: readonly EventRow[] } | undefined>(undefined)
   const [form, setForm] = useState<{ mode: FormMode; loop?: PanelLoop; values: LoopForm; errors: Record<string, string>; general?: string; busy: boolean } | undefined>(undefined)
+  const [delivered, setDelivered] = useState<readonly RunRow[] | undefined>(undefined)
   const [sessions, setSessions] = useState<readonly SessionRow[] | undefined>(undefined)
   const [notices, setNotices] = useState<Record<string, string>>({})
   const [confirming, setConfirming] = useState<string | undefined>(undefined)
@@ -152,6 +154,10 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
           if (!stopped) {
             setList(answer)
             setListError(undefined)
+          }
+          if (current !== undefined) {
+            const delivered = await deps.rpc({ op: 'delivered', sessionId: current }) as { runs: RunRow[] }
+            if (!stopped) setDelivered(delivered.runs)
           }
           if (openId !== undefined) {
             const more = await deps.rpc({ op: 'loop', loopId: openId }) as { runs: RunRow[]; events: EventRow[] }
@@ -262,7 +268,26 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
           onToggle: () => setOpenId(openId === loop.loop_id ? undefined : loop.loop_id),
           onAction: (action: string) => void act(loop, action),
         }))),
-    list?.more ? h('div', { style: MUTED }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null)
+    list?.more ? h('div', { style: MUTED }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
+    current !== undefined && delivered !== undefined
+      ? h(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now })
+      : null)
+}
+
+/** The runs delivered into this conversation, newest first, each with the loop it came from. */
+function Delivered({ sessionId, runs, loops, now }: { sessionId: string; runs: readonly RunRow[]; loops: readonly PanelLoop[]; now: number }): ReactElement {
+  const prompts = new Map(loops.map(loop => [loop.loop_id, loop.name ?? preview(loop.prompt, 60)]))
+  return h('div', { 'data-dshloop-delivered': sessionId, style: { marginTop: '12px' } },
+    h('strong', { style: SMALL }, 'Runs delivered here'),
+    runs.length === 0 ? h('div', { style: { ...SMALL, ...MUTED } }, 'none yet') : null,
+    ...runs.map(run => {
+      const words = runWords(run)
+      return h('div', { key: run.run_id, 'data-dshloop-run': run.run_id, style: { ...ROW, ...SMALL } },
+        h('span', null, ago(run.scheduled_at, now)),
+        h('span', { style: MUTED }, prompts.get(run.loop_id) ?? run.loop_id),
+        run.manual ? h('span', { style: MUTED }, 'run now') : null,
+        h('span', { style: words?.failed ? { color: '#d92d20' } : undefined }, words?.text ?? run.status))
+    }))
 }
 
 interface FilterBarProps {
