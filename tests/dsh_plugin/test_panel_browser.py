@@ -152,6 +152,13 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         press(driver, "global", waiting.loop_id, "approve")
         wait_for(lambda: api(dshloop, f"/api/loops/{waiting.loop_id}")[1]["state"] == "scheduled", timeout=10)
         assert trail(dshloop, waiting.loop_id)[0] == ("approved", ACTOR)
+        # The filters narrow the list (here: text in the prompt), and widen it again.
+        text = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-panel="global"] [name="dshloop-filter-q"]')
+        text.send_keys("agent MADE")
+        wait_for(lambda: row(driver, "global", waiting.loop_id) is None, timeout=10, message="the filter applied")
+        assert row(driver, "global", agents["loop_id"]) is not None
+        text.send_keys(Keys.BACKSPACE * len("agent MADE"))
+        wait_for(lambda: row(driver, "global", waiting.loop_id), timeout=10, message="the filter cleared")
 
         # A new loop for a session picked by title; dshloop's refusal shows on its field first.
         panel = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-panel="global"]')

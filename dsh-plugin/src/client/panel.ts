@@ -35,6 +35,7 @@ import { runWords } from './card.ts'
 
 export const PANEL_REFRESH_MS = 3_000
 const TICK_MS = 1_000
+const TYPING_MS = 300
 
 /** A refusal from the host half: dshloop's code, its sentence, and the input field it names. */
 export class PanelError extends Error {
@@ -143,6 +144,12 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
   const [notices, setNotices] = useState<Record<string, string>>({})
   const [confirming, setConfirming] = useState<string | undefined>(undefined)
   const refresh = (): void => setVersion(value => value + 1)
+  // The text filter asks once typing pauses, not once per key.
+  const [q, setQ] = useState('')
+  useEffect(() => {
+    const timer = setTimeout(() => setQ(filters.q.trim()), TYPING_MS)
+    return () => clearTimeout(timer)
+  }, [filters.q])
 
   useEffect(() => {
     let stopped = false
@@ -150,7 +157,8 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
     const poll = async (): Promise<void> => {
       if (typeof document === 'undefined' || !document.hidden) {
         try {
-          const answer = await deps.rpc({ op: 'list', ...filters, ...(current === undefined ? {} : { session: current }) }) as ListAnswer
+          const asked = { ...filters, q, ...(current === undefined ? {} : { session: current }) }
+          const answer = await deps.rpc({ op: 'list', ...asked }) as ListAnswer
           if (!stopped) {
             setList(answer)
             setListError(undefined)
@@ -174,7 +182,7 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
       stopped = true
       if (timer !== undefined) clearTimeout(timer)
     }
-  }, [deps, current, filters.state, filters.target, filters.session, filters.q, openId, version])
+  }, [deps, current, filters.state, filters.target, filters.session, q, openId, version])
 
   useEffect(() => {
     const ticker = setInterval(() => setNow(Date.now()), TICK_MS)
