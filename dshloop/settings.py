@@ -371,6 +371,23 @@ DSHLOOP_RUN_LEASE_SECONDS = env_int_over(
 # after DSHLOOP_AUTO_PAUSE_AFTER in a row pause it ("auto: <error>"); 0 never pauses.
 DSHLOOP_FAILURE_BACKOFF_SECONDS = env_int_list("DSHLOOP_FAILURE_BACKOFF_SECONDS", [30, 60, 300, 900, 3600])
 DSHLOOP_AUTO_PAUSE_AFTER = env_int("DSHLOOP_AUTO_PAUSE_AFTER", 5, minimum=0)
+# contract §16: failure notices and the operators' failure webhook (scheduler.failure_notices,
+# scheduler.failure_webhook). A notice goes into the loop's creator session (else `self`) once per
+# failure episode: a loop's auto-pause, a failed or timed-out run of a `new` loop.
+DSHLOOP_FAILURE_NOTICES = env_bool("DSHLOOP_FAILURE_NOTICES", True)
+# How often each `runloops` looks for notices owed: a look is one read (an idle scheduler's cost).
+DSHLOOP_FAILURE_NOTICE_POLL_SECONDS = env_int("DSHLOOP_FAILURE_NOTICE_POLL_SECONDS", 30)
+DSHLOOP_FAILURE_WEBHOOK_URL = env_str("DSHLOOP_FAILURE_WEBHOOK_URL")
+DSHLOOP_FAILURE_WEBHOOK_SECRET = env_str("DSHLOOP_FAILURE_WEBHOOK_SECRET")
+if DSHLOOP_FAILURE_WEBHOOK_URL and not DSHLOOP_FAILURE_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("DSHLOOP_FAILURE_WEBHOOK_URL must be an http:// or https:// URL.")
+if DSHLOOP_FAILURE_WEBHOOK_URL and not DSHLOOP_FAILURE_WEBHOOK_SECRET:
+    # An unsigned event cannot be told from a forged one: the receiver could not trust it.
+    raise ImproperlyConfigured("DSHLOOP_FAILURE_WEBHOOK_URL needs DSHLOOP_FAILURE_WEBHOOK_SECRET (it signs each POST).")
+# An event the receiver does not take (an error, a non-2xx answer) is retried with backoff for this
+# long after the failure, then given up (logged and counted); each POST waits at most the timeout.
+DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS = env_int("DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS", 900)
+DSHLOOP_FAILURE_WEBHOOK_TIMEOUT_SECONDS = env_int("DSHLOOP_FAILURE_WEBHOOK_TIMEOUT_SECONDS", 5)
 # Unset: the spec's one catch-up after downtime, however late. Set: a catch-up later than this is
 # recorded as a skipped run instead of being delivered.
 DSHLOOP_MISFIRE_GRACE_SECONDS = env_int("DSHLOOP_MISFIRE_GRACE_SECONDS", 0) or None

@@ -21,7 +21,7 @@ from core.errors import ApiError, UnknownLoop
 from loops import humanize
 from loops.events import Actor
 from loops.humanize import loop_zone, preview
-from loops.models import SCHEDULE_COLUMNS, Loop, LoopRun, LoopState, Overlap, SchedulerHeartbeat
+from loops.models import SCHEDULE_COLUMNS, FailureEpisode, Loop, LoopRun, LoopState, Overlap, SchedulerHeartbeat
 from loops.presenters import loop_state
 from loops.selectors import fire_times, loop_runs
 from loops.services import edit, lifecycle
@@ -302,3 +302,30 @@ class LoopRunAdmin(ReadOnlyAdmin):
 class SchedulerHeartbeatAdmin(ReadOnlyAdmin):
     list_display = ["instance_id", "hostname", "pid", "started_at", "last_tick_at"]
     ordering = ["-last_tick_at"]
+
+
+@admin.register(FailureEpisode)
+class FailureEpisodeAdmin(ReadOnlyAdmin):
+    """contract §16: each failure episode, and what became of its notice and its webhook event."""
+
+    list_display = [
+        "key",
+        "event",
+        "at",
+        "consecutive_failures",
+        "notice_status",
+        "notice_session_id",
+        "webhook_status",
+        "webhook_attempts",
+        "error_preview",
+    ]
+    list_filter = ["event", "notice_status", "webhook_status"]
+    search_fields = ["=loop_id", "=run_id", "notice_session_id"]
+    date_hierarchy = "at"
+    ordering = ["-at"]
+    list_per_page = 100
+    show_full_result_count = False
+
+    @admin.display(description="Error")
+    def error_preview(self, obj):
+        return preview(obj.error, 80) if obj.error else "—"

@@ -38,6 +38,20 @@ def skipped_name(reason: str) -> str:
     return f"skipped_{reason}"
 
 
+def notices_name(result: str) -> str:
+    """The counter of failure notices by how they ended (delivered, skipped, failed; contract §16)."""
+    return f"failure_notices_{result}"
+
+
+def webhook_name(result: str) -> str:
+    """The counter of failure webhook events by how they ended (sent, failed), or of its failed
+    attempts (WEBHOOK_ATTEMPT_FAILED)."""
+    return f"failure_webhook_{result}"
+
+
+WEBHOOK_ATTEMPT_FAILED = "attempt_failed"
+
+
 def bucket_name(index: int) -> str:
     """The counter of observations in bucket `index` alone (LATENESS_BUCKETS, then +Inf); the
     cumulative `le` counts Prometheus wants are summed when read."""
@@ -67,6 +81,12 @@ class Tally:
 
     def skipped_for(self, reason: str) -> None:
         self.counts[skipped_name(reason)] += 1
+
+    def notice(self, result: str) -> None:
+        self.counts[notices_name(result)] += 1
+
+    def webhook(self, result: str) -> None:
+        self.counts[webhook_name(result)] += 1
 
     def timed_out(self) -> None:
         self.counts[TIMED_OUT] += 1

@@ -396,3 +396,68 @@ class MetricCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}[{self.shard}]={self.value}"
+
+
+class FailureEvent(models.TextChoices):
+    """contract §16: what a failure episode was (the webhook's `event`)."""
+
+    LOOP_AUTO_PAUSED = "loop_auto_paused"  # a recurring loop paused itself after failures in a row
+    RUN_FAILED = "run_failed"  # a run of a `new` loop failed or timed out
+
+
+class NoticeStatus(models.TextChoices):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    SKIPPED = "skipped"  # no session to tell: the creator is gone and there is no global interface
+    FAILED = "failed"  # the host refused it, or kept failing until the attempts ran out
+
+
+class WebhookStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"  # not taken within DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS
+
+
+class FailureEpisode(models.Model):
+    """One failure episode (contract §16) and what is owed for it: a notice into a session and a
+    POST to the operators' webhook. Written in the transaction that records the failure or the
+    auto-pause, so that it exists exactly when they do (an outbox); delivered from here by the
+    scheduler's threads, each channel on its own. Outlives the loop (no foreign key)."""
+
+    # "<loop_id>@notice:<run_id>": one episode per failing run, and the notice's occurrence key,
+    # by which a host keeps one message however often a delivery is retried.
+    key = models.CharField(max_length=120, primary_key=True)
+    loop_id = models.CharField(max_length=40)
+    run_id = models.CharField(max_length=40)
+    event = models.CharField(max_length=20, choices=FailureEvent.choices)
+    at = models.DateTimeField()
+    error = models.TextField(blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    # Snapshots of the loop, so that the notice says what failed after the loop changes or goes.
+    loop_summary = models.CharField(max_length=200, blank=True)
+    target = models.CharField(max_length=255, blank=True)
+    failed_session_id = models.CharField(max_length=255, blank=True)
+    creator_session_id = models.CharField(max_length=255, blank=True)
+    # The notice: "" when none is owed (DSHLOOP_FAILURE_NOTICES=0). While pending, notice_due_at is
+    # when it is tried next (pushed out by a lease while a driver tries it).
+    notice_status = models.CharField(max_length=10, choices=NoticeStatus.choices, blank=True)
+    notice_due_at = models.DateTimeField(null=True, blank=True)
+    notice_attempts = models.PositiveIntegerField(default=0)
+    notice_session_id = models.CharField(max_length=255, blank=True)
+    notice_error = models.TextField(blank=True)
+    # The webhook: "" when none was configured.
+    webhook_status = models.CharField(max_length=10, choices=WebhookStatus.choices, blank=True)
+    webhook_due_at = models.DateTimeField(null=True, blank=True)
+    webhook_attempts = models.PositiveIntegerField(default=0)
+    webhook_error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # The notice sender's query: pending notices by due time (scheduler.failure_notices).
+            models.Index(fields=["notice_due_at"], condition=Q(notice_status="pending"), name="episode_notice_idx"),
+            # The webhook sender's query: pending events by due time (scheduler.failure_webhook).
+            models.Index(fields=["webhook_due_at"], condition=Q(webhook_status="pending"), name="episode_webhook_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key

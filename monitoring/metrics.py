@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from loops import counters
-from loops.models import LoopState
+from loops.models import LoopState, NoticeStatus, WebhookStatus
 from loops.runs import SKIP_REASONS
 from monitoring.gauges import Gauges, read_gauges
 from tokens.auth import bearer_scope
@@ -73,6 +73,36 @@ def _unattended_metrics(totals: dict[str, int]):
         "dshloop_runs_timed_out",
         "Runs of new loops whose turn outlived DSHLOOP_RUN_TIMEOUT_SECONDS: cancelled and failed.",
         value=totals.get(counters.TIMED_OUT, 0),
+    )
+
+
+def _failure_metrics(totals: dict[str, int]):
+    """contract §16: what became of the failure episodes' notices and webhook events."""
+    notices = CounterMetricFamily(
+        "dshloop_failure_notices",
+        "Failure notices by how they ended: delivered into the creator or global session, skipped (neither "
+        "exists), failed (the host refused it, or kept failing).",
+        labels=["result"],
+    )
+    for result in NoticeStatus.values:
+        if result != NoticeStatus.PENDING:
+            notices.add_metric([result], totals.get(counters.notices_name(result), 0))
+    yield notices
+    webhook = CounterMetricFamily(
+        "dshloop_failure_webhook_events",
+        "Failure webhook events by how they ended: sent (a 2xx answer), failed (given up after "
+        "DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS).",
+        labels=["result"],
+    )
+    for result in WebhookStatus.values:
+        if result != WebhookStatus.PENDING:
+            webhook.add_metric([result], totals.get(counters.webhook_name(result), 0))
+    yield webhook
+    yield CounterMetricFamily(
+        "dshloop_failure_webhook_attempt_failures",
+        "Failure webhook POSTs that failed (an error, a timeout, a non-2xx answer); each is retried with "
+        "backoff until the event is given up.",
+        value=totals.get(counters.webhook_name(counters.WEBHOOK_ATTEMPT_FAILED), 0),
     )
 
 
@@ -145,6 +175,7 @@ class _DatabaseCollector:
         totals = counters.read_counters()
         yield from _occurrence_metrics(totals)
         yield from _unattended_metrics(totals)
+        yield from _failure_metrics(totals)
         yield from _gauge_metrics(read_gauges())
 
 
@@ -181,6 +212,7 @@ def series_catalogue() -> list[str]:
     families = [
         *_occurrence_metrics({}),
         *_unattended_metrics({}),
+        *_failure_metrics({}),
         *_gauge_metrics(nothing),
         *_ProcessCollector().collect(),
     ]

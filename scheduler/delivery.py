@@ -39,7 +39,7 @@ from loops.counters import Tally
 from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, revision_prompts
 from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows, lease
-from scheduler.failures import after_failures, locked_loops, take_outcome
+from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
 from scheduler.message import loop_message, message_summary, run_source
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, host_savepoint, resolve_target
@@ -361,7 +361,9 @@ def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:
         if loop.loop_id in reported:
             take_outcome(loop, reported[loop.loop_id], now=now)
         else:
-            after_failures(loop, loop.consecutive_failures + 1, error=failed[loop.loop_id].error, now=now)
+            run = failed[loop.loop_id]
+            after_failures(loop, loop.consecutive_failures + 1, run=run, error=run.error, now=now)
+            fresh_run_failed(loop, run, target=run.target or loop.session_id, error=run.error, now=now)
 
 
 def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:

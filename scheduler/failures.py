@@ -9,6 +9,9 @@ with the reason and an `auto_paused` event. A success resets the count.
 Manual runs (run now) do not count: they are an operator's test, not the schedule's. Skipped runs
 were never sent, so they neither fail nor succeed.
 
+An auto-pause, and a failed scheduled run of a `new` loop (a fresh session nobody watches), is a
+failure episode (contract §16): recorded here, in the same transaction (scheduler.episodes).
+
 The callers hold the transaction and the loop rows' locks (delivery records, outcome reports).
 """
 
@@ -22,7 +25,9 @@ from django.conf import settings
 
 from loops import schedules
 from loops.events import SCHEDULER, record_event
-from loops.models import EventKind, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus
+from loops.models import EventKind, FailureEvent, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus
+from scheduler.episodes import FailedRun, record_episode
+from sessions_app.models import ReservedTarget
 
 AUTO = "auto: "  # contract §9: the pause_reason of a pause the scheduler made
 _REASON_LENGTH = Loop._meta.get_field("pause_reason").max_length
@@ -49,9 +54,10 @@ def auto_pause_reason(error: str) -> str:
     return reason[: _REASON_LENGTH - 1] + "…"
 
 
-def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> None:
-    """Set a locked loop's count to `failures` (the streak including this one) and apply the
-    policy: pause after DSHLOOP_AUTO_PAUSE_AFTER in a row, else push its next claim back."""
+def after_failures(loop: Loop, failures: int, *, run: FailedRun, error: str, now: datetime) -> None:
+    """Set a locked loop's count to `failures` (the streak including `run`, the newest) and apply
+    the policy: pause after DSHLOOP_AUTO_PAUSE_AFTER in a row (an episode), else push its next claim
+    back."""
     loop.consecutive_failures = failures
     fields = ["consecutive_failures"]
     active = loop.state in (LoopState.SCHEDULED, LoopState.RUNNING)
@@ -62,7 +68,10 @@ def after_failures(loop: Loop, failures: int, *, error: str, now: datetime) -> N
             loop.pause_reason = auto_pause_reason(error)
             fields += ["state", "next_at", "paused_at", "pause_reason"]
             record_event(loop, EventKind.AUTO_PAUSED, SCHEDULER, at=now)
-        elif loop.next_at is not None:
+            loop.save(update_fields=fields)
+            record_episode(loop, run, event=FailureEvent.LOOP_AUTO_PAUSED, error=error, now=now)
+            return
+        if loop.next_at is not None:
             not_before = now + failure_backoff(failures)
             if loop.next_at < not_before:
                 # The first occurrence at or after the backoff: the grid is kept (never earlier than
@@ -98,10 +107,24 @@ def count_failures(loop_id: str) -> int:
     return streak
 
 
+def fresh_run_failed(loop: Loop, run: FailedRun, *, target: str, error: str, now: datetime) -> None:
+    """A scheduled run of a locked loop failed (its delivery, or its turn, a timeout included): if
+    it ran in a fresh session (`target` "new", the loop's when the run was claimed), nobody saw it,
+    so it is an episode (unless the same failure paused the loop, an episode already)."""
+    if target == ReservedTarget.NEW:
+        record_episode(loop, run, event=FailureEvent.RUN_FAILED, error=error, now=now)
+
+
 class ReportedRun(Protocol):
     """What the policy reads of a run whose turn's outcome its host reported: a LoopRun (the
     report itself), or a delivery's run row (a report that came before the delivery's record)."""
 
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def target_session_id(self) -> str: ...
     @property
     def outcome(self) -> str: ...
     @property
@@ -143,10 +166,12 @@ def take_outcome(loop: Loop, run: ReportedRun, *, now: datetime, latest: bool = 
         return
     streak = count_failures(loop.loop_id)
     if streak > loop.consecutive_failures:
-        after_failures(loop, streak, error=run.error, now=now)
+        after_failures(loop, streak, run=run, error=run.error, now=now)
     elif streak != loop.consecutive_failures:
         loop.consecutive_failures = streak
         loop.save(update_fields=["consecutive_failures"])
+    if run.outcome == RunOutcome.FAILED:
+        fresh_run_failed(loop, run, target=run.target or loop.session_id, error=run.error, now=now)
 
 
 def locked_loops(loop_ids: Iterable[str]) -> list[Loop]:

@@ -126,28 +126,57 @@ def poll_outcomes_step() -> bool:
     return poll_outcomes(limit=OUTCOME_POLL_LIMIT) >= OUTCOME_POLL_LIMIT
 
 
+# How often webhook events owed (scheduler.failure_webhook) are looked for, when a webhook is
+# configured: a look that finds none is one read of a partial index holding only what is pending.
+# Notices are looked for every DSHLOOP_FAILURE_NOTICE_POLL_SECONDS (an idle scheduler's cost).
+WEBHOOK_INTERVAL_SECONDS = 5.0
+
+
+def send_notices_step() -> bool:
+    from scheduler.failure_notices import NOTICE_BATCH, send_notices
+
+    return send_notices(limit=NOTICE_BATCH) >= NOTICE_BATCH
+
+
 def default_jobs() -> list[Job]:
     """The jobs `runloops` runs: retention at start, then every DSHLOOP_PRUNE_INTERVAL_SECONDS; on
-    SQLite, settling deadlines stored in another form every SETTLE_INTERVAL_SECONDS; and, for a host that tells how turns end, reading those outcomes every few seconds."""
+    SQLite, settling deadlines stored in another form every SETTLE_INTERVAL_SECONDS; for a host that
+    tells how turns end, reading those outcomes every few seconds; and failure notices, unless
+    DSHLOOP_FAILURE_NOTICES=0."""
     jobs = [Job("prune", settings.DSHLOOP_PRUNE_INTERVAL_SECONDS, PruneJob().step)]
     if stores_text():
         jobs.append(Job("deadlines", SETTLE_INTERVAL_SECONDS, SettleJob().step))
     if get_host().capabilities.turn_outcomes:
         jobs.append(Job("outcomes", settings.DSHLOOP_OUTCOME_POLL_SECONDS, poll_outcomes_step))
+    if settings.DSHLOOP_FAILURE_NOTICES:
+        jobs.append(Job("failure notices", settings.DSHLOOP_FAILURE_NOTICE_POLL_SECONDS, send_notices_step))
     return jobs
+
+
+def webhook_jobs() -> list[Job]:
+    """The failure webhook's job (DSHLOOP_FAILURE_WEBHOOK_URL), for a thread of its own: a receiver
+    that answers slowly holds that thread only, never housekeeping's other jobs."""
+    if not settings.DSHLOOP_FAILURE_WEBHOOK_URL:
+        return []
+    # Imported only when configured: httpx is megabytes a scheduler without a webhook never needs.
+    from scheduler.failure_webhook import WebhookSender
+
+    return [Job("failure webhook", WEBHOOK_INTERVAL_SECONDS, WebhookSender().step)]
 
 
 class Housekeeper(threading.Thread):
     """Runs `jobs` until `stop` is set: each job at start, then once per interval."""
 
-    def __init__(self, stop: threading.Event, *, jobs: list[Job], pause: float = BATCH_PAUSE):
-        super().__init__(name="housekeeping", daemon=True)
+    def __init__(
+        self, stop: threading.Event, *, jobs: list[Job], pause: float = BATCH_PAUSE, name: str = "housekeeping"
+    ):
+        super().__init__(name=name, daemon=True)
         self.stop = stop
         self.jobs = list(jobs)
         self.pause = pause
 
     def run(self) -> None:
-        logger.info("housekeeping started: %s", ", ".join(f"{job.name} every {job.interval:g} s" for job in self.jobs))
+        logger.info("%s started: %s", self.name, ", ".join(f"{job.name} every {job.interval:g} s" for job in self.jobs))
         started = time.monotonic()
         schedules = [_Schedule(job, due=started) for job in self.jobs]
         try:
@@ -164,7 +193,7 @@ class Housekeeper(threading.Thread):
                     self.stop.wait(wait)
         finally:
             self._close_connection()
-            logger.info("housekeeping stopped")
+            logger.info("%s stopped", self.name)
 
     def _step(self, schedule: _Schedule) -> None:
         job = schedule.job

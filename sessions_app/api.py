@@ -84,7 +84,7 @@ def inbox_messages(session_id: str, *, after: str | None = None, limit: int | No
     return messages[:limit] if limit is not None else messages
 
 
-@host_router.get("/sessions/{session_id}/inbox", response=answers(InboxOut, 404))
+@host_router.get("/sessions/{session_id}/inbox", response=answers(InboxOut, 404), exclude_none=True)
 def host_inbox(request, session_id: str, query: Query[InboxQuery]):
     """The session's inbox, oldest first (in the order the messages were committed). To page it,
     pass `limit` and then, as `after`, the last message_id you received: the next call returns only

@@ -83,6 +83,12 @@ class InboxSource(BaseModel):
     run_id: str
     occurrence_key: str
     scheduled_at: int
+    notice: Literal[True] | None = Field(
+        default=None,
+        description="Present (true) only on a failure notice (contract §16): a message about the loop, not one of "
+        "its occurrences. Its occurrence_key is '<loop_id>@notice:<run_id>', run_id the run that failed, "
+        "scheduled_at when it failed; the text is the notice in the §7 XML's <prompt>.",
+    )
 
 
 class InboxMessageOut(BaseModel):

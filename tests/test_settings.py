@@ -107,6 +107,18 @@ def test_bad_values_fail_loudly_naming_the_variable(var_dir, name, value, words)
     assert name in message and words in message
 
 
+def test_a_failure_webhook_needs_an_http_url_and_a_secret(var_dir):
+    url = "https://hooks.example.com/dshloop"
+    assert "needs DSHLOOP_FAILURE_WEBHOOK_SECRET" in refused(var_dir, DSHLOOP_FAILURE_WEBHOOK_URL=url)
+    message = refused(var_dir, DSHLOOP_FAILURE_WEBHOOK_URL="hooks.example.com", DSHLOOP_FAILURE_WEBHOOK_SECRET="s")
+    assert "DSHLOOP_FAILURE_WEBHOOK_URL must be an http:// or https:// URL" in message
+    code = "print(s.DSHLOOP_FAILURE_NOTICES, s.DSHLOOP_FAILURE_WEBHOOK_URL or '-')"
+    done = import_settings(var_dir, code)
+    assert done.stdout.split() == ["True", "-"], done.stderr  # notices on, no webhook by default
+    done = import_settings(var_dir, code, DSHLOOP_FAILURE_WEBHOOK_URL=url, DSHLOOP_FAILURE_WEBHOOK_SECRET="s")
+    assert done.stdout.split() == ["True", url], done.stderr
+
+
 def test_fresh_runs_make_no_loops_and_get_no_full_access_by_default(var_dir):
     # contract §15: both are an operator's choice.
     show = "print(json.dumps([s.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS, s.DSHLOOP_PERMISSION_PRESETS]))"

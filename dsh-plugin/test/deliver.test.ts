@@ -99,3 +99,21 @@ test('the channel says hello, and an unattended session loses its loop-making to
   const cold = await handleRpc(endpoint, 'deliver', { ...body, sessionId: 'ses_cold' }, signal, deliveries)
   assert.equal(cold.error?.code, 'session-not-loaded')
 })
+
+test('a failure notice carries notice: true in its source; an occurrence never does', () => {
+  const { agent, sent } = liveAgent()
+  const notice = parseDeliverRequest({
+    sessionId: 'ses_a',
+    text: '<loop>…</loop>',
+    key: 'loop_1@notice:run_1',
+    summary: 'Loop failed: Check the build',
+    loop: { loop_id: 'loop_1', run_id: 'run_1' },
+    notice: true,
+  })
+  assert.equal(notice.notice, true)
+  deliver(agent, notice)
+  assert.equal(sent[0]!.message.source.notice, true)
+  assert.equal(sent[0]!.message.source.deliveryKey, 'loop_1@notice:run_1')
+  assert.equal(request().notice, false)
+  assert.equal(parseDeliverRequest({ ...request(), notice: 'yes' }).notice, false) // only a JSON true
+})

@@ -176,6 +176,8 @@ class Message:
     # run of a `new` loop (unattended: DSH then leaves it no loop-making tools).
     summary: str = ""
     fresh: bool = False
+    # A failure notice about the loop (contract §16), not one of its occurrences: DSH Web draws it as one.
+    notice: bool = False
 
 
 def deliver_each(

@@ -387,6 +387,7 @@ class DshHost:
                 "summary": message.summary,
                 "loop": {"loop_id": source.get("loop_id", ""), "run_id": source.get("run_id", "")},
                 "unattended": message.fresh and not settings.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS,
+                "notice": message.notice,
             },
             path=PLUGIN_CHANNEL + "/deliver",
         )

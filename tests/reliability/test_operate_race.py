@@ -432,7 +432,11 @@ def check_pauses_and_deletes(runs: list[LoopRun], by_id: dict[str, Tracked]) -> 
         if run.manual:  # run now works on paused loops
             continue
         period = timedelta(seconds=loop.revisions[run.revision][2])
-        earliest = run.scheduled_at - period * run.missed  # the first occurrence this run stands for
+        # The first occurrence this run stands for. A run recorded for occurrences an operator's change
+        # left unclaimed counts itself in `missed` (loops.services.unclaimed); any other counts the
+        # occurrences folded into it.
+        folded = run.missed - 1 if run.status == "skipped" and left_unclaimed(run) else run.missed
+        earliest = run.scheduled_at - period * folded
         for start, resumed in loop.windows:
             end, paused = resumed or NEVER, f"paused {start:%H:%M:%S.%f}..{resumed and f'{resumed:%H:%M:%S.%f}'}"
             if start < run.claimed_at < end:

@@ -149,6 +149,8 @@ def test_the_default_jobs_prune_in_the_thread_at_start(settings, housekeeper, ca
     assert (job.name, job.interval) == ("prune", 3600)
     # SQLite stores deadlines as text: they are settled every 10 s (scheduler.stored_times).
     expected = [("deadlines", 10.0)] if connection.vendor == "sqlite" else []
+    # Failure notices (contract §16; on by default) are looked for every 30 s.
+    expected.append(("failure notices", 30))
     assert [(other.name, other.interval) for other in others] == expected
 
     with captured_log(caplog, "dshloop.housekeeping"):

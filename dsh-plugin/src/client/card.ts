@@ -146,6 +146,8 @@ export function LoopCard({ source, text, store, fault }: CardProps): ReactElemen
   const failed = run?.failed === true || loop?.last_result === 'failed'
   return createElement('div', {
     'data-dshloop-card': source.runId,
+    // A failure notice (contract §16) about the loop, not one of its occurrences.
+    ...(source.notice ? { 'data-dshloop-notice': source.loopId } : {}),
     ...(failed ? { 'data-dshloop-mark': 'failed' } : {}),
     ...(mark !== undefined ? { 'data-dshloop-loop-mark': mark } : {}),
     style: { ...CARD, ...(failed ? { borderColor: '#d92d20' } : {}) },
@@ -155,7 +157,7 @@ export function LoopCard({ source, text, store, fault }: CardProps): ReactElemen
     createElement('strong', { style: TITLE, title }, source.notice ? `Notice: ${title}` : title),
     loop?.schedule_text ? createElement('span', { style: MUTED }, loop.schedule_text) : null),
   createElement('div', { style: { ...MUTED, ...ROW } },
-    createElement('span', null, 'delivered by dshloop'),
+    createElement('span', null, source.notice ? 'failure notice from dshloop' : 'delivered by dshloop'),
     run ? createElement('span', { style: run.failed ? FAILED : undefined }, `· ${run.text}`) : null,
     mark ? createElement('span', { style: FAILED }, `· ${mark}`) : null),
   createElement('div', { style: { ...ROW, marginTop: '2px' } },

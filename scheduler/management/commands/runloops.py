@@ -138,11 +138,14 @@ class Command(BaseCommand):
         # Imported after the fork too: a forked process's RSS counts every page its parent had, and
         # the cluster's processes never run the clock or housekeeping.
         from scheduler.clock import Clock
-        from scheduler.housekeeping import Housekeeper, default_jobs
+        from scheduler.housekeeping import Housekeeper, default_jobs, webhook_jobs
 
-        # Started after the fork of the cluster's processes, so that none of them inherits it.
+        # Started after the fork of the cluster's processes, so that none of them inherits them.
         housekeeper = Housekeeper(stop, jobs=default_jobs())
         housekeeper.start()
+        webhook = Housekeeper(stop, jobs=webhook_jobs(), name="failure-webhook")
+        if webhook.jobs:
+            webhook.start()
         clock = Clock(stop=stop)
         try:
             clock.run()
@@ -151,6 +154,8 @@ class Command(BaseCommand):
                 signalled = True  # a signal now must not set the event inside this set() (see on_signal)
                 stop.set()
             housekeeper.join(HOUSEKEEPING_STOP_SECONDS)
+            if webhook.is_alive():  # a POST in flight is given up: its lease runs out, it is posted again
+                webhook.join(HOUSEKEEPING_STOP_SECONDS)
             self.stop_cluster(cluster)
 
     def stop_cluster(self, cluster: Cluster) -> None:
