@@ -20,7 +20,7 @@ from core.http import RAW_PATH_INFO
 from core.jsonparse import json_loads
 from core.validation import check_identifier, invalid_input_from
 from dshloop.middleware import error_for_exception, with_retry_after
-from loops.api import loops_router, manage_router
+from loops.api import loops_router, manage_router, runs_router
 from monitoring.health import router as health_router
 from monitoring.metrics import series_catalogue
 from scheduler.api import host_runs_router
@@ -214,6 +214,7 @@ for prefix, router in [
     ("/tools", tools_router),
     ("/loops", loops_router),
     ("/loops", manage_router),
+    ("/runs", runs_router),
     ("/host", host_router),
     ("/host", host_runs_router),
 ]:

@@ -4,24 +4,40 @@ present. The loop tools themselves are in tools/."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Literal
 
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
+from core.errors import InvalidInput
 from core.schemas import answers
-from core.timeutil import to_ms
+from core.timeutil import to_ms, truncate_to_ms
 from loops.events import Actor, loop_events
+from loops.filters import TEXT_FILTER_MAX, Filters, filtered_loops
 from loops.models import ActorKind
 from loops.presenters import event_view, loop_detail_view, run_view
-from loops.schemas import EventsOut, LoopDetail, LoopPatchIn, RunsOut, RunView, UpcomingOut
-from loops.selectors import fire_times, loop_get, loop_runs
-from loops.services import edit, lifecycle
+from loops.schemas import (
+    EventsOut,
+    LoopCreateIn,
+    LoopDeleteOut,
+    LoopDetail,
+    LoopPageOut,
+    LoopPatchIn,
+    RunsOut,
+    RunView,
+    UpcomingOut,
+)
+from loops.selectors import fire_times, loop_get, loop_runs, runs_delivered_into
+from loops.services import create, edit, lifecycle
+from sessions_app.hosts import global_session_id
+from sessions_app.selectors import sessions_get
 from tokens.auth import manage_auth, tools_auth
 
 loops_router = Router(auth=tools_auth, tags=["loops"])
 manage_router = Router(auth=manage_auth, tags=["operate"])
+runs_router = Router(auth=manage_auth, tags=["operate"])
 
 
 class RunsQuery(Schema):
@@ -50,8 +66,19 @@ def upcoming(request, loop_id: str, query: Query[UpcomingQuery]):
 # -- contract §9: operating loops (scope `manage`) ---------------------------------------------------
 
 
+# The client a token acts through, as a caller may add it to the actor's name (DSH's plugin sends
+# "DSH Web" for what a person does in DSH Web's Loops panel): a short plain label, nothing to render.
+VIA_HEADER = "X-Dshloop-Via"
+_VIA = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}")
+
+
 def token_actor(request) -> Actor:
-    """The audit trail names the operator API's caller by its token's name."""
+    """The audit trail names the operator API's caller by its token's name, and, when the caller
+    says through which client it acts (X-Dshloop-Via), by both: "dsh-plugin via DSH Web". A label
+    that is not a short plain one is left out rather than refused: it only names, never grants."""
+    via = request.headers.get(VIA_HEADER, "").strip()
+    if _VIA.fullmatch(via):
+        return Actor(ActorKind.TOKEN, f"{request.auth.name} via {via}")
     return Actor(ActorKind.TOKEN, request.auth.name)
 
 
@@ -61,6 +88,62 @@ def detail(loop) -> dict:
 
 class EventsQuery(Schema):
     limit: Annotated[int, Field(ge=1, le=500)] = 50
+
+
+class LoopPageQuery(Schema):
+    state: Literal["", "scheduled", "running", "overdue", "paused", "failed", "last_failed", "completed"] = Field(
+        "", description='A state, "last_failed" (the latest finished run failed) or "completed" (history).'
+    )
+    target: Literal["", "self", "new", "session"] = Field(
+        "", description='"self", "new", or "session" for loops targeting an actual session.'
+    )
+    session: Annotated[str, Field(max_length=200)] = Field(
+        "", description="One session's loops: what loop_list with that session_id lists."
+    )
+    q: Annotated[str, Field(max_length=TEXT_FILTER_MAX)] = Field(
+        "", description="Text in the prompt (any case), or a loop_id exactly."
+    )
+    limit: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+@manage_router.get("", response=answers(LoopPageOut), exclude_unset=True)
+def loop_page(request, query: Query[LoopPageQuery]):
+    """The loops a person's filters select (state, target, session, text; as dshloop's panel filters
+    them), the first `limit` in loop_list's order, each as LoopDetail, with their targets' titles.
+    One read of the loop index and one of the session headers, whatever the registry's size: what
+    DSH Web's Loops panel reads on every refresh."""
+    filters = Filters(state=query.state, target=query.target, session=query.session.strip(), q=query.q.strip())
+    now = timezone.now()
+    loops = list(filtered_loops(filters, now=now, global_session_id=global_session_id())[: query.limit + 1])
+    targets = {loop.session_id for loop in loops[: query.limit]} - {"self", "new"}
+    titles = {sid: info.title for sid, info in sessions_get(targets).items() if info.title} if targets else {}
+    return {
+        "loops": [loop_detail_view(loop, now=now) for loop in loops[: query.limit]],
+        "more": len(loops) > query.limit,
+        "titles": titles,
+    }
+
+
+@manage_router.post("", response={201: LoopDetail, **answers(LoopDetail, 409)}, exclude_unset=True)
+def loop_create_operated(request, payload: LoopCreateIn):
+    """An operator's loop_create (the same input and checks): `session_id` is required, since an
+    operator has no session of its own. The creator recorded is the global interface session, as
+    for a loop made in dshloop's panel (contract §2); the trail's actor is the token."""
+    if payload.session_id is None:
+        raise InvalidInput(
+            'Name the target: a session ID, "self" or "new" (an operator has no current session).', field="session_id"
+        )
+    now = truncate_to_ms(timezone.now())
+    loop = create.loop_create_from(
+        payload, target=payload.session_id, created_by=create.default_creator(), actor=token_actor(request), now=now
+    )
+    return Status(201, detail(loop))
+
+
+@manage_router.delete("/{loop_id}", response=answers(LoopDeleteOut, 404), exclude_none=True)
+def loop_delete_operated(request, loop_id: str):
+    """loop_delete as an operator: the trail names the token, not a session. Runs and events stay."""
+    return {"deleted": True, "loop_id": lifecycle.loop_delete(loop_id=loop_id, actor=token_actor(request))}
 
 
 @manage_router.get("/{loop_id}", response=answers(LoopDetail, 404), exclude_unset=True)
@@ -114,3 +197,18 @@ def loop_retry(request, loop_id: str):
 def loop_events_list(request, loop_id: str, query: Query[EventsQuery]):
     """The audit trail, newest first; it outlives the loop."""
     return {"events": [event_view(event) for event in loop_events(loop_id, limit=query.limit)]}
+
+
+class SessionRunsQuery(Schema):
+    session: Annotated[str, Field(min_length=1, max_length=200)] = Field(
+        description="The session whose delivered runs to list."
+    )
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+
+
+@runs_router.get("", response=answers(RunsOut), exclude_none=True)
+def session_runs(request, query: Query[SessionRunsQuery]):
+    """The runs delivered into one session, newest first: its loops' (self loops too when it is the
+    global interface) and the fresh runs that made it. What a DSH conversation's Loops tab shows."""
+    runs = runs_delivered_into(query.session, global_session_id=global_session_id(), limit=query.limit)
+    return {"runs": [run_view(run) for run in runs]}

@@ -411,3 +411,14 @@ class RunsOut(BaseModel):
 
 class UpcomingOut(BaseModel):
     fire_times: list[int]
+
+
+class LoopPageOut(BaseModel):
+    """`GET /api/loops` (scope `manage`): the loops a person's filters select, first `limit` of them
+    in loop_list's order (contract §3), as LoopDetail, with the titles of the sessions they target."""
+
+    loops: list[LoopDetail]
+    more: bool = Field(description="True when more loops match than `limit`: narrow the filters to see them.")
+    titles: dict[str, str] = Field(
+        description="The folded title (spec §7) of each actual session the listed loops target, where it has one."
+    )

@@ -208,6 +208,21 @@ def loop_runs(loop_id: str, *, limit: int) -> QuerySet[LoopRun]:
     return runs
 
 
+def runs_delivered_into(session_id: str, *, global_session_id: str | None, limit: int) -> QuerySet[LoopRun]:
+    """The runs whose message went into one session, newest first: those of the loops that target
+    it (`self` ones too when it is the global interface; completed loops included, deleted ones
+    not), found through the loops' session index and then each loop's runs (run_loop_idx), and the
+    fresh runs that made it (run_fresh_session_idx). Never a scan of every run by its target: runs
+    have no index on target_session_id alone."""
+    targets = Q(session_id=session_id)
+    if global_session_id is not None and global_session_id == session_id:
+        targets |= Q(session_id=ReservedTarget.SELF)
+    loop_ids = Loop.objects.filter(targets).values("loop_id")
+    fresh = Q(target=ReservedTarget.NEW, target_session_id=session_id)
+    runs = LoopRun.objects.filter(Q(loop_id__in=loop_ids, target_session_id=session_id) | fresh)
+    return runs.order_by("-scheduled_at", "-claimed_at")[:limit]
+
+
 def fire_times(loop: Loop, *, now: datetime, count: int) -> list[datetime]:
     """The next `count` fire times, as the scheduler will use them (contract §4)."""
     if loop.next_at is None or loop.state in {LoopState.COMPLETED, LoopState.FAILED}:

@@ -16,89 +16,18 @@ from django.db import connection
 from django.db.models import Count, Min, Q, QuerySet
 
 from core.timeutil import from_ms
-from core.validation import is_identifier
 from loops import humanize
+from loops.filters import Filters, filtered_loops, state_q
 from loops.models import Loop, LoopState
-from loops.presenters import OVERDUE_AFTER
-from loops.selectors import loop_list, loops_targeting
+from loops.selectors import loops_targeting
 from monitoring.health import scheduler_health
 from sessions_app.models import Preset, ReservedTarget, SessionHeader
 from sessions_app.selectors import sessions_get
 from sessions_app.titles import fold_title
 
-# The states a person can filter by: the spec §4 five and contract §9's paused, plus "problems" (a
-# failed last run on a loop that is still scheduled — recurring loops stay "scheduled" after a failed
-# occurrence).
-STATE_FILTERS = {
-    "scheduled": "Scheduled",
-    "running": "Running",
-    "overdue": "Overdue",
-    "paused": "Paused",
-    "failed": "Failed",
-    "last_failed": "Last run failed",
-    "completed": "Completed (history)",
-}
-TARGET_FILTERS = {"self": "self (global interface)", "new": "new (fresh session)", "session": "An existing session"}
-
-
-def state_q(state: str, now: datetime) -> Q:
-    """The database form of presenters.loop_state: overdue = scheduled with next_at more than
-    OVERDUE_AFTER in the past (spec §4, contract §3). tests/panel/test_queries.py checks that the two
-    agree on every state, so a change to one without the other fails there."""
-    late = Q(state=LoopState.SCHEDULED, next_at__lt=now - OVERDUE_AFTER)
-    if state == "overdue":
-        return late
-    if state == "scheduled":
-        return Q(state=LoopState.SCHEDULED) & ~late
-    if state == "last_failed":
-        return Q(last_result="failed")
-    return Q(state=state)  # running, paused (never overdue: it has no next_at), failed, completed
-
-
-@dataclass(frozen=True)
-class Filters:
-    state: str = ""
-    target: str = ""
-    session: str = ""  # the panel opened for one session (?session=<id>): loop_list({"session_id": id})
-    q: str = ""
-
-    @classmethod
-    def from_query(cls, params) -> Filters:
-        state = params.get("state", "")
-        target = params.get("target", "")
-        session = params.get("session", "").strip()
-        return cls(
-            state=state if state in STATE_FILTERS else "",
-            target=target if target in TARGET_FILTERS else "",
-            session=session if is_identifier(session) else "",
-            q=params.get("q", "").replace("\x00", "").strip()[:200],
-        )
-
-    @property
-    def active(self) -> bool:
-        return bool(self.state or self.target or self.session or self.q)
-
 
 def panel_loops(filters: Filters, *, now: datetime, global_session_id: str | None) -> QuerySet[Loop]:
-    if filters.state == "completed":
-        # Completed `after` loops leave every loop_list (spec §4) but keep their history: the panel
-        # can still show them on request, most recent first.
-        loops = Loop.objects.filter(state=LoopState.COMPLETED).order_by("-last_run_at", "-created_at", "loop_id")
-        if filters.session:
-            loops = loops.filter(session_id=filters.session)
-    elif filters.session:
-        loops = loops_targeting(filters.session, global_session_id=global_session_id)
-    else:
-        loops = loop_list(scope=ReservedTarget.GLOBAL)
-    if filters.state and filters.state != "completed":
-        loops = loops.filter(state_q(filters.state, now))
-    if filters.target == "session":
-        loops = loops.exclude(session_id__in=["self", "new"])
-    elif filters.target:
-        loops = loops.filter(session_id=filters.target)
-    if filters.q:
-        loops = loops.filter(Q(prompt__icontains=filters.q) | Q(loop_id=filters.q))
-    return loops
+    return filtered_loops(filters, now=now, global_session_id=global_session_id)
 
 
 class CappedPaginator(Paginator):

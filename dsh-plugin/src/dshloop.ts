@@ -27,10 +27,16 @@ export interface Endpoint {
 /** A failure the model should read: its message is the tool result's text. */
 export class DshloopError extends Error {
   readonly code: string
-  constructor(code: string, message: string) {
+  /** contract §3: the input field the refusal is about, when dshloop named one. */
+  readonly field: string | undefined
+  /** dshloop's own sentence, without the prefix a model reads (a person's form shows this). */
+  readonly detail: string
+  constructor(code: string, message: string, field?: string, detail?: string) {
     super(message)
     this.name = 'DshloopError'
     this.code = code
+    this.field = field
+    this.detail = detail ?? message
   }
 }
 
@@ -56,8 +62,9 @@ export function errorMessage(status: number, body: unknown): DshloopError {
   const message = typeof error?.message === 'string' && error.message !== ''
     ? error.message
     : `dshloop answered HTTP ${status} without the contract's error body.`
-  const field = typeof error?.field === 'string' && error.field !== '' ? ` (field: ${error.field})` : ''
-  return new DshloopError(code, `dshloop refused the call: ${code}: ${message}${field}`)
+  const field = typeof error?.field === 'string' && error.field !== '' ? error.field : undefined
+  const where = field === undefined ? '' : ` (field: ${field})`
+  return new DshloopError(code, `dshloop refused the call: ${code}: ${message}${where}`, field, message)
 }
 
 export function unreachable(url: string, cause: unknown): DshloopError {
@@ -102,6 +109,29 @@ export async function callTool(
 export async function getJson(endpoint: Endpoint, path: string, signal?: AbortSignal): Promise<Json> {
   const response = await request(endpoint, path, signal, { method: 'GET' })
   const body = await readJson(endpoint, response, signal)
+  if (!response.ok) throw errorMessage(response.status, body)
+  return body as Json
+}
+
+/**
+ * One call of dshloop's operator API (contract §9, scope `manage`) for a person in DSH Web: `via`
+ * names the client in the loop's trail ("dsh-plugin via DSH Web"), never a session.
+ */
+export async function callApi(
+  endpoint: Endpoint,
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+  path: string,
+  options: { readonly body?: unknown; readonly via?: string; readonly signal?: AbortSignal } = {},
+): Promise<Json> {
+  const headers: Record<string, string> = {}
+  if (options.via !== undefined) headers['X-Dshloop-Via'] = options.via
+  if (options.body !== undefined) headers['Content-Type'] = 'application/json'
+  const response = await request(endpoint, path, options.signal, {
+    method,
+    headers,
+    ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+  })
+  const body = await readJson(endpoint, response, options.signal)
   if (!response.ok) throw errorMessage(response.status, body)
   return body as Json
 }

@@ -20,6 +20,7 @@ import {
 } from './dshloop.ts'
 import { loopCards } from './cards.ts'
 import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, PLUGIN_NAME } from './deliver.ts'
+import { panelCall } from './panel.ts'
 import { panelUrl } from './status.ts'
 import { type TakenToken, takeToken } from './token.ts'
 
@@ -239,7 +240,10 @@ export interface Deliveries {
  * - `hello {}` from dshloop: that this plugin is here and can deliver;
  * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
  *   `unattended: true` for a session dshloop made for a `new` run;
- * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts).
+ * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
+ * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts): dshloop's
+ *   answer as the value, or `{refused: {code, message, field?}}` with dshloop's code, its sentence and
+ *   the field it names.
  */
 export async function handleRpc(
   endpoint: Endpoint,
@@ -256,6 +260,18 @@ export async function handleRpc(
     } catch (error) {
       const code = error instanceof DshloopError ? error.code : 'internal'
       return rpcError(code, error instanceof Error ? error.message : String(error))
+    }
+  }
+  if (rpcEndpoint === 'panel') {
+    try {
+      return { ok: true, value: await panelCall(endpoint, payload, signal) }
+    } catch (error) {
+      // A refusal is an answer, not a failed call: DSH's channel takes only its own error codes, so
+      // dshloop's code, sentence and field travel in the value, for the form to show on the field.
+      if (error instanceof DshloopError) {
+        return { ok: true, value: { refused: { code: error.code, message: error.detail, ...(error.field === undefined ? {} : { field: error.field }) } } }
+      }
+      return rpcError('internal', error instanceof Error ? error.message : String(error))
     }
   }
   if (rpcEndpoint !== 'status') return rpcError('not-found', `unknown endpoint ${rpcEndpoint}`)

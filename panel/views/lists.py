@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from core.validation import is_identifier
 from loops import humanize
+from loops.filters import STATE_FILTERS, TARGET_FILTERS, Filters
 from loops.humanize import loop_zone, preview
 from loops.presenters import loop_state
 from sessions_app.hosts import get_host, global_session_id
@@ -27,7 +28,7 @@ PAGE_SIZE = 50
 @require_http_methods(["GET", "HEAD"])
 def index(request):
     now = timezone.now()
-    filters = queries.Filters.from_query(request.GET)
+    filters = Filters.from_query(request.GET)
     number = request.GET.get("page")
     global_session = get_host().global_session()
     global_id = global_session.session_id if global_session is not None else None
@@ -43,8 +44,8 @@ def index(request):
         "now": now,
         "health": health(now),
         "filters": filters,
-        "states": queries.STATE_FILTERS,
-        "targets": queries.TARGET_FILTERS,
+        "states": STATE_FILTERS,
+        "targets": TARGET_FILTERS,
         "filter_sessions": [(sid, title or sid) for sid, title in filter_sessions],
         "session_title": titles.get(filters.session),
         "page": page,

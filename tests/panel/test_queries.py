@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from loops.filters import STATE_FILTERS, state_q
 from loops.models import Loop, LoopState
 from loops.presenters import OVERDUE_AFTER, loop_state
-from panel.queries import STATE_FILTERS, state_q
 
 pytestmark = pytest.mark.django_db
 

@@ -147,6 +147,8 @@ def test_openapi_document_is_served_with_every_operation(tools_token):
     assert set(paths) == {
         "/api/tools",
         *(f"/api/tools/{name}" for name in MODELS),
+        "/api/loops",
+        "/api/runs",
         "/api/loops/{loop_id}/runs",
         "/api/loops/{loop_id}/upcoming",
         "/api/loops/{loop_id}",
@@ -162,6 +164,8 @@ def test_openapi_document_is_served_with_every_operation(tools_token):
         "/api/health",
     }
     assert set(paths["/api/host/sessions/{session_id}"]) == {"get", "put"}
+    assert set(paths["/api/loops"]) == {"get", "post"}
+    assert set(paths["/api/loops/{loop_id}"]) == {"get", "patch", "delete"}
 
 
 def test_openapi_tool_bodies_are_the_same_models(tools_token):

@@ -12,9 +12,10 @@ import { createElement, type FunctionComponent, type ReactElement, useEffect, us
 import type { CardLoop } from '../cards.ts'
 import { type LoopSummary, statusText, summarize } from '../status.ts'
 import { CardBoundary, CardStore, cardSource, LoopCard, messageText } from './card.ts'
+import { LoopsPanel, type PanelDeps, PanelError } from './panel.ts'
 
 export const name = 'dshloop-client'
-export const inject = ['slots', 'connection']
+export const inject = ['slots', 'connection', 'sessions']
 
 /** How often the status asks dshloop again: "within a few seconds" of a change (spec §8.1). */
 export const REFRESH_MS = 3_000
@@ -34,13 +35,17 @@ interface StatusProps {
 
 interface ClientContext {
   effect(factory: () => void | (() => void), label?: string): void
+  readonly sessions?: {
+    open(id: string): void
+    readonly list?: { getSnapshot(): { readonly byId?: Readonly<Record<string, { readonly title?: string } | undefined>> } }
+  }
   readonly connection: {
     readonly rpc: { call(channel: string, endpoint: string, payload: unknown): Promise<unknown> }
   }
   readonly slots: {
     inject(name: string, register: () => void | (() => void)): void
     entries(name: string): readonly ShippedEntry[]
-    register(
+    register<P>(
       options: {
         readonly name: string
         readonly id?: string
@@ -48,9 +53,10 @@ interface ClientContext {
         readonly order?: number
         readonly priority?: number
         readonly locale?: string
-        readonly inject?: (sessionId: string) => StatusProps
+        readonly label?: () => string
+        readonly inject?: (sessionId: string) => P
       },
-      component: (props: StatusProps) => ReactElement | null,
+      component: (props: P) => ReactElement | null,
     ): () => void
   }
 }
@@ -67,6 +73,157 @@ export function apply(ctx: ClientContext): void {
   } catch (error) {
     console.error('dshloop: loop cards could not be installed; DSH draws its own rows', error)
   }
+  try {
+    applyPanel(ctx)
+  } catch (error) {
+    console.error('dshloop: the Loops panel could not be installed', error)
+  }
+}
+
+/** The Loops tab's id among a conversation's views (Chat, Trajectory, …). */
+const TAB_ID = 'dshloop-loops'
+const TAB_LABEL = 'Loops'
+
+/**
+ * The Loops panel in three seats DSH Web offers plugins (../shared/DSH-PLUGIN.md): a "Loops" action
+ * at the sidebar's foot (`sidebar.footer.action`) that opens the global panel over DSH
+ * (`shell.overlay`), and a "Loops" tab in every conversation (`conversation.view`). Never a single
+ * seat (root, sidebar, conversation…): those replace a part of DSH Web.
+ */
+function applyPanel(ctx: ClientContext): void {
+  const deps: PanelDeps = {
+    rpc: async payload => {
+      const result = await ctx.connection.rpc.call('/dshloop', 'panel', payload) as {
+        ok?: boolean
+        value?: { refused?: { code?: string; message?: string; field?: unknown } }
+        error?: { code?: string; message?: string }
+      }
+      const refused = result?.ok === true ? result.value?.refused : result?.error
+      if (result?.ok === true && refused === undefined) return result.value
+      const field = (refused as { field?: unknown } | undefined)?.field
+      throw new PanelError(refused?.code ?? 'internal', refused?.message ?? 'The dshloop plugin did not answer.',
+        typeof field === 'string' ? field : undefined)
+    },
+    openSession: ctx.sessions === undefined ? undefined : (sessionId: string) => ctx.sessions?.open(sessionId),
+    titleOf: sessionId => {
+      try {
+        return ctx.sessions?.list?.getSnapshot().byId?.[sessionId]?.title
+      } catch {
+        return undefined // DSH Web's list not as this plugin knows it: the ID alone
+      }
+    },
+  }
+  const overlay = new OverlayState()
+
+  const Action = ({ wide }: { wide?: boolean }): ReactElement => createElement('button', {
+    type: 'button',
+    'data-dshloop-open': 'panel',
+    title: 'Every loop, from dshloop',
+    onClick: () => overlay.set(true),
+    style: { ...ACTION, ...(wide === false ? { padding: '6px 0', justifyContent: 'center' } : {}) },
+  }, createElement('span', { 'aria-hidden': 'true' }, '⟳'), wide === false ? null : createElement('span', null, 'Loops'))
+
+  const Overlay = (): ReactElement | null => {
+    const [open, setOpen] = useState(overlay.open)
+    useEffect(() => overlay.watch(setOpen), [])
+    useEffect(() => {
+      if (!open) return undefined
+      const close = (event: KeyboardEvent): void => {
+        if (event.key === 'Escape') overlay.set(false)
+      }
+      document.addEventListener('keydown', close)
+      return () => document.removeEventListener('keydown', close)
+    }, [open])
+    if (!open) return null
+    return createElement('div', {
+      'data-dshloop-overlay': 'true',
+      style: OVERLAY,
+      onClick: (event: { target: unknown; currentTarget: unknown }) => {
+        if (event.target === event.currentTarget) overlay.set(false)
+      },
+    }, createElement('div', { role: 'dialog', 'aria-label': 'Loops', style: OVERLAY_BOX },
+      createElement(LoopsPanel, { scope: 'global', deps, onClose: () => overlay.set(false) })))
+  }
+
+  const Tab = ({ dshloopSessionId }: { dshloopSessionId: string }): ReactElement =>
+    createElement('div', { style: { height: '100%', overflowY: 'auto' } }, createElement(LoopsPanel, { scope: dshloopSessionId, deps }))
+
+  ctx.slots.inject('sidebar.footer.action', () => ctx.slots.register({ name: 'sidebar.footer.action', id: 'dshloop-loops', order: 20 }, Action))
+  ctx.slots.inject('shell.overlay', () => ctx.slots.register({ name: 'shell.overlay', id: 'dshloop-loops' }, Overlay))
+  ctx.slots.inject('conversation.view', () => ctx.slots.register({
+    name: 'conversation.view',
+    id: TAB_ID,
+    order: 50,
+    label: () => TAB_LABEL,
+    inject: sessionId => ({ dshloopSessionId: sessionId }),
+  }, Tab))
+}
+
+/** Whether the global panel is open: shared by the sidebar's action and the overlay it opens. */
+class OverlayState {
+  open = false
+  private readonly listeners = new Set<(open: boolean) => void>()
+
+  set(open: boolean): void {
+    this.open = open
+    for (const listener of [...this.listeners]) listener(open)
+  }
+
+  watch(listener: (open: boolean) => void): () => void {
+    this.listeners.add(listener)
+    return () => {
+      this.listeners.delete(listener)
+    }
+  }
+}
+
+/**
+ * Opens this conversation's Loops tab, as a click on it would: DSH Web gives a plugin no call that
+ * switches views, so the composer status presses the tab's own button. False when it is not there.
+ */
+export function openLoopsTab(from: Element | null): boolean {
+  const tabs = Array.from((from?.ownerDocument ?? document).querySelectorAll('[role="tab"]'))
+  const tab = tabs.find(element => element.textContent?.trim() === TAB_LABEL)
+  if (!(tab instanceof HTMLElement)) return false
+  tab.click()
+  return true
+}
+
+const ACTION = {
+  display: 'flex',
+  alignItems: 'center',
+  gap: '8px',
+  width: '100%',
+  font: 'inherit',
+  fontSize: '13px',
+  padding: '6px 10px',
+  background: 'transparent',
+  border: 'none',
+  borderRadius: '6px',
+  color: 'inherit',
+  cursor: 'pointer',
+  textAlign: 'left',
+}
+const OVERLAY = {
+  position: 'fixed',
+  inset: '0',
+  zIndex: 1000,
+  pointerEvents: 'auto',
+  background: 'rgba(0, 0, 0, 0.35)',
+  display: 'flex',
+  justifyContent: 'center',
+  alignItems: 'flex-start',
+  padding: 'min(6vh, 48px) 0 0',
+}
+const OVERLAY_BOX = {
+  background: 'Canvas',
+  color: 'CanvasText',
+  width: 'min(960px, 100vw)',
+  maxHeight: 'calc(100vh - min(6vh, 48px))',
+  overflowY: 'auto',
+  borderRadius: '10px',
+  boxShadow: '0 8px 32px rgba(0, 0, 0, 0.25)',
+  boxSizing: 'border-box',
 }
 
 /**
@@ -218,9 +375,14 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
     href: answer.panelUrl,
     target: '_blank',
     rel: 'noopener',
+    // The conversation's Loops tab, in place; dshloop's own panel (the link) where there is none.
+    onClick: (event: { preventDefault(): void; currentTarget: Element | null; ctrlKey?: boolean; metaKey?: boolean }) => {
+      if (event.ctrlKey || event.metaKey) return
+      if (openLoopsTab(event.currentTarget)) event.preventDefault()
+    },
     title: view.kind === 'error'
       ? `Last known; refreshing failed: ${view.message}`
-      : 'This conversation\'s loops in the dshloop panel',
+      : 'This conversation\'s loops (the Loops tab)',
     style: { ...STYLE, ...(marked ? { color: '#b42318', fontWeight: 600 } : {}) },
   }, statusText(summary, now), marked ? MARK : null)
 }

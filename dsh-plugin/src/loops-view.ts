@@ -1,0 +1,274 @@
+/**
+ * The Loops panel in DSH Web as plain data (contract §15): a loop's words (state, target, times) in
+ * dshloop's own panel's vocabulary, and the create/edit form turned into the API's input. No DOM,
+ * no React: the node test runner checks it, and the web half only renders its result.
+ */
+
+import { duration } from './status.ts'
+
+export interface PanelLoop {
+  readonly loop_id: string
+  readonly prompt: string
+  readonly schedule: { readonly kind: string; readonly every_seconds?: number; readonly after_seconds?: number; readonly expr?: string; readonly tz?: string }
+  readonly session_id: string
+  readonly preset?: string
+  readonly state: string
+  readonly next_at?: number
+  readonly last_run_at?: number
+  readonly last_result?: string
+  readonly last_error?: string
+  readonly name?: string
+  readonly revision?: number
+  readonly pause_reason?: string
+  readonly schedule_text?: string
+  readonly workspace?: string
+  readonly permission_preset?: string
+  readonly overlap?: string
+}
+
+export const AWAITING_APPROVAL = 'awaiting approval'
+
+/** The state in dshloop's panel's words: "awaiting approval" is a paused loop waiting for a person. */
+export function stateWords(loop: PanelLoop): string {
+  if (loop.state === 'paused') return loop.pause_reason === AWAITING_APPROVAL ? AWAITING_APPROVAL : 'paused'
+  return loop.state
+}
+
+/** Whether a loop is drawn as a problem: it failed, or its latest finished run did (contract §15). */
+export function isFailing(loop: PanelLoop): boolean {
+  return loop.state === 'failed' || loop.last_result === 'failed'
+}
+
+/** The target as spec §8.2 shows it: `self`, `new`, or the session's title with its ID. */
+export function targetWords(sessionId: string, titles: Readonly<Record<string, string>>): string {
+  if (sessionId === 'self' || sessionId === 'new') return sessionId
+  const title = titles[sessionId]
+  return title ? `${title} (${sessionId})` : sessionId
+}
+
+/** The first words of a prompt, on one line. */
+export function preview(prompt: string, limit = 120): string {
+  const line = prompt.replace(/\s+/g, ' ').trim()
+  return line.length <= limit ? line : `${line.slice(0, limit - 1)}…`
+}
+
+/** `3m 05s ago`, `just now`. */
+export function ago(at: number, now: number): string {
+  const seconds = Math.round((now - at) / 1000)
+  return seconds < 2 ? 'just now' : `${duration(seconds)} ago`
+}
+
+/**
+ * The actions a loop offers; the operations decide what is allowed, these leave out no-ops. A loop
+ * whose last run failed offers Retry in place of Run now: for a failed one-shot that is dshloop's
+ * retry, for a recurring loop (still scheduled after a failed turn) a run now (retryOp).
+ */
+export function actionsOf(loop: PanelLoop): string[] {
+  const actions: string[] = []
+  if (loop.state === 'completed') return ['delete']
+  if (loop.state === 'paused') actions.push(loop.pause_reason === AWAITING_APPROVAL ? 'approve' : 'resume')
+  else if (loop.state !== 'failed') actions.push('pause')
+  actions.push(isFailing(loop) ? 'retry' : 'run')
+  actions.push('edit', 'delete')
+  return actions
+}
+
+/** The panel op an action is: Retry of a loop that is not itself failed runs it now. */
+export function opOf(loop: PanelLoop, action: string): string {
+  return action === 'retry' && loop.state !== 'failed' ? 'run' : action
+}
+
+export const ACTION_LABELS: Readonly<Record<string, string>> = {
+  pause: 'Pause',
+  resume: 'Resume',
+  approve: 'Approve',
+  run: 'Run now',
+  retry: 'Retry',
+  edit: 'Edit',
+  delete: 'Delete',
+}
+
+// -- the form ---------------------------------------------------------------------------------------
+
+export type Target = 'current' | 'self' | 'new' | 'session'
+
+export interface LoopForm {
+  readonly name: string
+  readonly prompt: string
+  readonly kind: 'every' | 'after' | 'cron'
+  readonly seconds: string
+  readonly expr: string
+  readonly tz: string
+  readonly target: Target
+  /** The session picked by title (target "session"). */
+  readonly session: string
+  readonly preset: string
+  readonly workspace: string
+  readonly permission_preset: string
+  readonly overlap: string
+}
+
+export type FormMode = 'create' | 'edit'
+
+/**
+ * The form's fields in order: what each is, when it shows. Adding a field is one row here, one
+ * line in toInput/toChanges and, for an edit, one in formOf.
+ */
+export interface FieldSpec {
+  readonly key: keyof LoopForm
+  readonly label: string
+  readonly control: 'text' | 'textarea' | 'select' | 'number'
+  readonly options?: readonly (readonly [string, string])[]
+  readonly show: (form: LoopForm, mode: FormMode, unattended: boolean) => boolean
+  readonly hint?: string
+}
+
+const always = (): boolean => true
+const whenNew = (form: LoopForm): boolean => form.target === 'new'
+
+export const FORM_FIELDS: readonly FieldSpec[] = [
+  { key: 'name', label: 'Name', control: 'text', show: (_form, mode) => mode === 'edit', hint: 'For people; empty removes it.' },
+  { key: 'prompt', label: 'Prompt', control: 'textarea', show: always },
+  {
+    key: 'kind',
+    label: 'Schedule',
+    control: 'select',
+    options: [['every', 'every … seconds'], ['after', 'once, after … seconds'], ['cron', 'cron (wall clock)']],
+    show: always,
+  },
+  { key: 'seconds', label: 'Seconds', control: 'number', show: form => form.kind !== 'cron' },
+  { key: 'expr', label: 'Cron expression', control: 'text', show: form => form.kind === 'cron', hint: 'e.g. 30 9 * * 1-5' },
+  { key: 'tz', label: 'Time zone', control: 'text', show: form => form.kind === 'cron', hint: 'IANA name; empty: the host\'s' },
+  { key: 'target', label: 'Target', control: 'select', show: always },
+  { key: 'session', label: 'Session', control: 'select', show: form => form.target === 'session' },
+  { key: 'preset', label: 'Preset', control: 'text', show: whenNew, hint: 'Optional: a DSH preset for the fresh sessions' },
+  { key: 'workspace', label: 'Workspace', control: 'text', show: (form, mode, unattended) => mode === 'edit' && unattended && whenNew(form) },
+  { key: 'permission_preset', label: 'Permission preset', control: 'text', show: (form, mode, unattended) => mode === 'edit' && unattended && whenNew(form) },
+  {
+    key: 'overlap',
+    label: 'Overlap',
+    control: 'select',
+    options: [['allow', 'allow: every run starts a fresh session'], ['skip', 'skip a run while the previous one runs']],
+    show: (form, mode, unattended) => mode === 'edit' && unattended && whenNew(form),
+  },
+]
+
+export function emptyForm(currentSession: string | undefined): LoopForm {
+  return {
+    name: '',
+    prompt: '',
+    kind: 'every',
+    seconds: '600',
+    expr: '',
+    tz: '',
+    target: currentSession === undefined ? 'session' : 'current',
+    session: '',
+    preset: '',
+    workspace: '',
+    permission_preset: '',
+    overlap: 'allow',
+  }
+}
+
+/** The form holding a loop as it is, for an edit. */
+export function formOf(loop: PanelLoop, currentSession: string | undefined): LoopForm {
+  const schedule = loop.schedule
+  const reserved = loop.session_id === 'self' || loop.session_id === 'new'
+  return {
+    ...emptyForm(currentSession),
+    name: loop.name ?? '',
+    prompt: loop.prompt,
+    kind: schedule.kind === 'cron' ? 'cron' : schedule.kind === 'after' ? 'after' : 'every',
+    seconds: String(schedule.every_seconds ?? schedule.after_seconds ?? ''),
+    expr: schedule.expr ?? '',
+    tz: schedule.tz ?? '',
+    target: reserved ? (loop.session_id as Target) : loop.session_id === currentSession ? 'current' : 'session',
+    session: reserved ? '' : loop.session_id,
+    preset: loop.preset ?? '',
+    workspace: loop.workspace ?? '',
+    permission_preset: loop.permission_preset ?? '',
+    overlap: loop.overlap ?? 'allow',
+  }
+}
+
+/** A form field's own refusal: a person fixes what they can see. */
+export class FormError extends Error {
+  readonly field: keyof LoopForm
+  constructor(field: keyof LoopForm, message: string) {
+    super(message)
+    this.field = field
+  }
+}
+
+type Input = { [key: string]: unknown }
+
+function scheduleOf(form: LoopForm): Input {
+  if (form.kind === 'cron') return { kind: 'cron', expr: form.expr.trim(), ...(form.tz.trim() ? { tz: form.tz.trim() } : {}) }
+  const text = form.seconds.trim()
+  // A whole number as JSON: anything else is sent as it was typed, for dshloop to refuse on its field.
+  const seconds: unknown = /^\d{1,16}$/.test(text) ? Number(text) : text
+  return form.kind === 'after' ? { kind: 'after', after_seconds: seconds } : { kind: 'every', every_seconds: seconds }
+}
+
+function targetOf(form: LoopForm, currentSession: string | undefined): string {
+  if (form.target === 'current') {
+    if (currentSession === undefined) throw new FormError('target', 'There is no current session here: pick one.')
+    return currentSession
+  }
+  if (form.target === 'session') {
+    if (form.session === '') throw new FormError('session', 'Pick the session the loop delivers to.')
+    return form.session
+  }
+  return form.target
+}
+
+/** `POST /api/loops` input (loop_create's): dshloop validates it and says what is wrong where. */
+export function toInput(form: LoopForm, currentSession: string | undefined): Input {
+  const target = targetOf(form, currentSession)
+  return {
+    prompt: form.prompt,
+    schedule: scheduleOf(form),
+    session_id: target,
+    ...(target === 'new' && form.preset.trim() ? { preset: form.preset.trim() } : {}),
+  }
+}
+
+/** `PATCH /api/loops/<id>` changes: only what differs from the loop, so the revision says what moved. */
+export function toChanges(form: LoopForm, loop: PanelLoop, currentSession: string | undefined): Input {
+  const changes: Input = {}
+  const name = form.name.trim()
+  if (name !== (loop.name ?? '')) changes.name = name === '' ? null : name
+  if (form.prompt !== loop.prompt) changes.prompt = form.prompt
+  const schedule = scheduleOf(form)
+  if (JSON.stringify(schedule) !== JSON.stringify(loop.schedule)) changes.schedule = schedule
+  const target = targetOf(form, currentSession)
+  if (target !== loop.session_id) changes.session_id = target
+  if (target === 'new') {
+    const preset = form.preset.trim()
+    if (preset !== (loop.preset ?? '') && preset !== '') changes.preset = preset
+    // A loop becoming `new` takes the defaults; those of a `new` loop are edited as they are.
+    if (loop.session_id === 'new') {
+      if (form.workspace !== (loop.workspace ?? '')) changes.workspace = form.workspace.trim() === '' ? null : form.workspace.trim()
+      if (form.permission_preset !== (loop.permission_preset ?? '')) {
+        changes.permission_preset = form.permission_preset.trim() === '' ? null : form.permission_preset.trim()
+      }
+      if (form.overlap !== (loop.overlap ?? 'allow')) changes.overlap = form.overlap
+    }
+  }
+  return changes
+}
+
+/** The form field a dshloop error names (contract §3 `field`, e.g. `schedule.every_seconds`). */
+export function formFieldOf(field: string | undefined, form: LoopForm): keyof LoopForm | undefined {
+  if (field === undefined || field === '') return undefined
+  const head = field.split('.')[0] ?? ''
+  if (head === 'schedule' || head === 'every_seconds' || head === 'after_seconds') {
+    if (field.endsWith('expr')) return 'expr'
+    if (field.endsWith('tz')) return 'tz'
+    if (field.endsWith('kind')) return 'kind'
+    return form.kind === 'cron' ? 'expr' : 'seconds'
+  }
+  if (head === 'session_id') return form.target === 'session' ? 'session' : 'target'
+  const known: readonly string[] = FORM_FIELDS.map(spec => spec.key)
+  return known.includes(head) ? (head as keyof LoopForm) : undefined
+}
