@@ -24,6 +24,10 @@ export interface PanelLoop {
   readonly workspace?: string
   readonly permission_preset?: string
   readonly overlap?: string
+  /** contract §16: where the loop ends (epoch ms, a count of delivered runs; null when unset). */
+  readonly ends_at?: number | null
+  readonly max_runs?: number | null
+  readonly runs_delivered?: number
 }
 
 export const AWAITING_APPROVAL = 'awaiting approval'
@@ -106,6 +110,9 @@ export interface LoopForm {
   readonly workspace: string
   readonly permission_preset: string
   readonly overlap: string
+  /** The instant the loop ends, as a datetime-local input holds it (the browser's own zone). */
+  readonly ends_at: string
+  readonly max_runs: string
 }
 
 export type FormMode = 'create' | 'edit'
@@ -117,7 +124,7 @@ export type FormMode = 'create' | 'edit'
 export interface FieldSpec {
   readonly key: keyof LoopForm
   readonly label: string
-  readonly control: 'text' | 'textarea' | 'select' | 'number'
+  readonly control: 'text' | 'textarea' | 'select' | 'number' | 'datetime'
   readonly options?: readonly (readonly [string, string])[]
   readonly show: (form: LoopForm, mode: FormMode, unattended: boolean) => boolean
   readonly hint?: string
@@ -151,6 +158,8 @@ export const FORM_FIELDS: readonly FieldSpec[] = [
     options: [['allow', 'allow: every run starts a fresh session'], ['skip', 'skip a run while the previous one runs']],
     show: (form, mode, unattended) => mode === 'edit' && unattended && whenNew(form),
   },
+  { key: 'ends_at', label: 'Ends at', control: 'datetime', show: (_form, mode) => mode === 'edit', hint: 'The last run is the last occurrence at or before it; empty: never' },
+  { key: 'max_runs', label: 'Ends after', control: 'number', show: (_form, mode) => mode === 'edit', hint: 'delivered runs; empty: no limit' },
 ]
 
 export function emptyForm(currentSession: string | undefined): LoopForm {
@@ -167,6 +176,8 @@ export function emptyForm(currentSession: string | undefined): LoopForm {
     workspace: '',
     permission_preset: '',
     overlap: 'allow',
+    ends_at: '',
+    max_runs: '',
   }
 }
 
@@ -188,7 +199,38 @@ export function formOf(loop: PanelLoop, currentSession: string | undefined): Loo
     workspace: loop.workspace ?? '',
     permission_preset: loop.permission_preset ?? '',
     overlap: loop.overlap ?? 'allow',
+    ends_at: loop.ends_at == null ? '' : localInput(loop.ends_at),
+    max_runs: loop.max_runs == null ? '' : String(loop.max_runs),
   }
+}
+
+/** An instant as a datetime-local input shows it: the browser's own zone, to the minute. */
+export function localInput(ms: number): string {
+  const at = new Date(ms)
+  const two = (n: number): string => String(n).padStart(2, '0')
+  return `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())}T${two(at.getHours())}:${two(at.getMinutes())}`
+}
+
+/** What a person typed as an end, as the API takes it: epoch ms, a whole count, or null to clear. */
+function endsOf(form: LoopForm): { ends_at: number | null; max_runs: unknown } {
+  const when = form.ends_at.trim()
+  let endsAt: number | null = null
+  if (when !== '') {
+    endsAt = new Date(when).getTime()
+    if (Number.isNaN(endsAt)) throw new FormError('ends_at', 'Give a date and time, or leave it empty for no end.')
+  }
+  const count = form.max_runs.trim()
+  // A whole number as JSON: anything else is sent as typed, for dshloop to refuse on its field.
+  const maxRuns: unknown = count === '' ? null : /^\d{1,10}$/.test(count) ? Number(count) : count
+  return { ends_at: endsAt, max_runs: maxRuns }
+}
+
+/** How a loop ends, in words, or undefined when it has no end. */
+export function endsWords(loop: PanelLoop, now: number): string | undefined {
+  const parts: string[] = []
+  if (loop.max_runs != null) parts.push(`after ${loop.max_runs} runs (${loop.runs_delivered ?? 0} so far)`)
+  if (loop.ends_at != null) parts.push(loop.ends_at > now ? `in ${duration(Math.round((loop.ends_at - now) / 1000))}` : 'now')
+  return parts.length === 0 ? undefined : `ends ${parts.join(' or ')}`
 }
 
 /** A form field's own refusal: a person fixes what they can see. */
@@ -255,6 +297,10 @@ export function toChanges(form: LoopForm, loop: PanelLoop, currentSession: strin
       if (form.overlap !== (loop.overlap ?? 'allow')) changes.overlap = form.overlap
     }
   }
+  const ends = endsOf(form)
+  // Compared as the form shows them (to the minute), so an untouched end is not sent again.
+  if (form.ends_at !== (loop.ends_at == null ? '' : localInput(loop.ends_at))) changes.ends_at = ends.ends_at
+  if (ends.max_runs !== (loop.max_runs ?? null)) changes.max_runs = ends.max_runs
   return changes
 }
 

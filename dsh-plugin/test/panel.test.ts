@@ -5,8 +5,10 @@ import { handleRpc } from '../src/index.ts'
 import {
   actionsOf,
   emptyForm,
+  endsWords,
   formFieldOf,
   formOf,
+  localInput,
   opOf,
   type PanelLoop,
   stateWords,
@@ -115,6 +117,20 @@ test('the form becomes loop_create\'s input and an edit sends only what changed'
   const edited = { ...formOf(LOOP, 'ses_A'), name: 'deploy', kind: 'cron' as const, expr: '30 9 * * 1-5' }
   assert.deepEqual(toChanges(edited, LOOP, 'ses_A'), { name: 'deploy', schedule: { kind: 'cron', expr: '30 9 * * 1-5' } })
   assert.deepEqual(toChanges(formOf(LOOP, 'ses_A'), LOOP, 'ses_A'), {})
+})
+
+test('an edit sets, keeps and clears where a loop ends', () => {
+  const at = new Date(2030, 0, 2, 9, 30).getTime()
+  const ending: PanelLoop = { ...LOOP, ends_at: at, max_runs: 5, runs_delivered: 2 }
+  assert.deepEqual(toChanges(formOf(ending, 'ses_A'), ending, 'ses_A'), {})
+  assert.equal(formOf(ending, 'ses_A').ends_at, '2030-01-02T09:30')
+  assert.deepEqual(toChanges({ ...formOf(LOOP, 'ses_A'), ends_at: localInput(at), max_runs: '3' }, LOOP, 'ses_A'), { ends_at: at, max_runs: 3 })
+  assert.deepEqual(toChanges({ ...formOf(ending, 'ses_A'), ends_at: '', max_runs: '' }, ending, 'ses_A'), { ends_at: null, max_runs: null })
+  assert.deepEqual(toChanges({ ...formOf(LOOP, 'ses_A'), max_runs: 'ten' }, LOOP, 'ses_A'), { max_runs: 'ten' })
+  assert.throws(() => toChanges({ ...formOf(LOOP, 'ses_A'), ends_at: 'soon' }, LOOP, 'ses_A'), /Give a date and time/)
+  assert.equal(endsWords(ending, at - 90_000), 'ends after 5 runs (2 so far) or in 1m 30s')
+  assert.equal(endsWords(LOOP, at), undefined)
+  assert.equal(formFieldOf('max_runs', emptyForm(undefined)), 'max_runs')
 })
 
 test('a dshloop field names the form field its message shows on', () => {

@@ -198,10 +198,15 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         again = editing.find_element(By.NAME, "seconds")
         again.clear()
         again.send_keys("1200")
+        editing.find_element(By.NAME, "max_runs").send_keys("5")  # contract §16: where it ends
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editing)
+        driver.save_screenshot(str(screenshots / "dsh-panel-edit.png"))
         editing.find_element(By.CSS_SELECTOR, '[data-dshloop-action="save"]').click()
         wait_for(lambda: api(dshloop, f"/api/loops/{loop_id}")[1].get("name") == "Beta report", timeout=10)
-        assert api(dshloop, f"/api/loops/{loop_id}")[1]["schedule"] == every(1200)
+        edited = api(dshloop, f"/api/loops/{loop_id}")[1]
+        assert (edited["schedule"], edited["max_runs"], edited["ends_at"]) == (every(1200), 5, None)
         wait_for(lambda: "Beta report" in row_text(driver, "global", loop_id), timeout=10, message="the new name")
+        assert "ends after 5 runs (0 so far)" in row_text(driver, "global", loop_id)
 
         press(driver, "global", loop_id, "pause")
         wait_for(lambda: api(dshloop, f"/api/loops/{loop_id}")[1]["state"] == "paused", timeout=10, message="paused")

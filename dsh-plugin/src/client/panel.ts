@@ -17,6 +17,7 @@ import {
   emptyForm,
   FORM_FIELDS,
   FormError,
+  endsWords,
   formFieldOf,
   type FormMode,
   formOf,
@@ -362,7 +363,8 @@ function LoopRow({ loop, titles, now, open, confirming, notice, history, openSes
     loop.next_at !== undefined ? h('span', { 'data-dshloop-field': 'next' }, `next ${countdown(loop.next_at, now)}`) : null,
     loop.last_run_at !== undefined
       ? h('span', { 'data-dshloop-field': 'last-run' }, `last run ${ago(loop.last_run_at, now)}${loop.last_result ? ` · ${loop.last_result}` : ''}`)
-      : h('span', { style: MUTED }, 'not run yet')),
+      : h('span', { style: MUTED }, 'not run yet'),
+    endsWords(loop, now) !== undefined ? h('span', { 'data-dshloop-field': 'ends' }, endsWords(loop, now)) : null),
   loop.last_error ? h('div', { 'data-dshloop-field': 'last-error', style: { ...SMALL, color: '#d92d20' } }, `last error: ${loop.last_error}`) : null,
   h('div', { style: { ...ROW, marginTop: '4px' } },
     ...actionsOf(loop).map(action => h('button', {
@@ -436,7 +438,9 @@ function LoopFormView({ form, sessions, current, onChange, onCancel, onSubmit }:
       ? h('textarea', { name: spec.key, value, onChange: onInput, rows: 3, style: INPUT })
       : spec.control === 'select' && options !== undefined
         ? h('select', { name: spec.key, value, onChange: onInput, style: INPUT }, ...options.map(([key, label]) => h('option', { key, value: key }, label)))
-        : h('input', { name: spec.key, type: 'text', inputMode: spec.control === 'number' ? 'numeric' : undefined, value, onChange: onInput, style: INPUT })
+        : spec.control === 'datetime'
+          ? h('input', { name: spec.key, type: 'datetime-local', value, onChange: onInput, style: INPUT })
+          : h('input', { name: spec.key, type: 'text', inputMode: spec.control === 'number' ? 'numeric' : undefined, value, onChange: onInput, style: INPUT })
     return h('label', { key: spec.key, 'data-dshloop-input': spec.key, style: { display: 'grid', gap: '2px', ...SMALL } },
       h('span', null, spec.label, spec.hint ? h('span', { style: MUTED }, ` — ${spec.hint}`) : null),
       control,
