@@ -24,6 +24,7 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         # Rows written from here on, less the `loops` rows the set-up inserts (the schedulers'
         # start-up writes not yet reported count too: a few rows in 10,000 occurrences).
         written_before = db.reported_rows_written(system.conn, system.database)
+        tables_before = db.table_writes(system.database)
         due_at = now() + timedelta(seconds=max(lead_time(loops), system.burst_offset_s))
         system.add_every(loops, period_s=HOUR, first_at=due_at, spread_s=0)
         system.analyze()
@@ -43,6 +44,8 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         # Every row the burst wrote (runs, messages, loops, the task queue, heartbeats), once the
         # backends have reported them; pgbench's claim writes two (bench/pgbench/claim_one.sql).
         written = db.settled_rows_written(system.database) - written_before - loops
+        # Where they went, table by table (the set-up's `loops` inserts still in its loop table).
+        by_table = db.table_writes_since(tables_before, system.database)
     lateness = [(delivered - scheduled).total_seconds() for scheduled, delivered in system.deliveries()]
     # All share one scheduled instant, so the last lateness is the time to deliver them all;
     # an incomplete run counts its deliveries over the whole wait instead.
@@ -60,4 +63,8 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         "server_cpu_ms_per_1k": server_cpu * 1e6 / max(len(lateness), 1),
         "rows_written_per_occurrence": written / max(len(lateness), 1),
         "duplicates": system.duplicates(),
+        "rows_by_table": {
+            name: {key: value / max(len(lateness), 1) for key, value in counts.items()}
+            for name, counts in by_table.items()
+        },
     }
