@@ -11,6 +11,7 @@ from .processes import wait_for
 from .servers import schedulers
 from .stats import percentile
 from .systems import System
+from .waits import WaitSampler
 from .timing import HOUR, lead_time, now
 
 
@@ -34,9 +35,12 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         # done) to the last delivery; the harness's polling adds a little to the server's.
         trees = [pid for process in started for pid in process.tree()]
         cpu_before, server_before = cpu_seconds(trees), cpu_seconds(postgres_pids())
-        complete = wait_for(
-            lambda: system.delivered_count() >= loops, timeout=(due_at - now()).total_seconds() + timeout, interval=0.25
-        )
+        with WaitSampler(system.database) as waits:
+            complete = wait_for(
+                lambda: system.delivered_count() >= loops,
+                timeout=(due_at - now()).total_seconds() + timeout,
+                interval=0.25,
+            )
         waited_until = now()
         trees = [pid for process in started for pid in process.tree()]
         scheduler_cpu = cpu_seconds(trees) - cpu_before
@@ -63,6 +67,7 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         "server_cpu_ms_per_1k": server_cpu * 1e6 / max(len(lateness), 1),
         "rows_written_per_occurrence": written / max(len(lateness), 1),
         "duplicates": system.duplicates(),
+        "waits": waits.summary(),
         "rows_by_table": {
             name: {key: value / max(len(lateness), 1) for key, value in counts.items()}
             for name, counts in by_table.items()
