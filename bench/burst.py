@@ -11,8 +11,8 @@ from .processes import wait_for
 from .servers import schedulers
 from .stats import percentile
 from .systems import System
-from .waits import WaitSampler
 from .timing import HOUR, lead_time, now
+from .waits import WaitSampler
 
 
 def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: str) -> dict:
