@@ -7,7 +7,7 @@ from pathlib import Path
 
 from . import db
 from .proc_stats import cpu_seconds, postgres_pids
-from .processes import wait_for
+from .processes import parent_of, wait_for
 from .servers import schedulers
 from .stats import percentile
 from .systems import System
@@ -35,6 +35,7 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         # done) to the last delivery; the harness's polling adds a little to the server's.
         trees = [pid for process in started for pid in process.tree()]
         cpu_before, server_before = cpu_seconds(trees), cpu_seconds(postgres_pids())
+        by_pid_before = {pid: cpu_seconds([pid]) for pid in trees}
         with WaitSampler(system.database) as waits:
             complete = wait_for(
                 lambda: system.delivered_count() >= loops,
@@ -44,6 +45,15 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         waited_until = now()
         trees = [pid for process in started for pid in process.tree()]
         scheduler_cpu = cpu_seconds(trees) - cpu_before
+        # Which processes spent it: the scheduler's main process (clock, housekeeping), its
+        # cluster's sentinel, and the sentinel's children (pusher, monitor, workers).
+        roles = ("main", "sentinel", "pusher, monitor and workers")
+        by_role = dict.fromkeys(roles, 0.0)
+        for process in started:
+            depth = {process.pid: 0}
+            for pid in process.tree():
+                depth.setdefault(pid, 2 if parent_of(pid) not in (process.pid, None) else 1)
+                by_role[roles[depth[pid]]] += cpu_seconds([pid]) - by_pid_before.get(pid, 0.0)
         server_cpu = cpu_seconds(postgres_pids()) - server_before
         # Every row the burst wrote (runs, messages, loops, the task queue, heartbeats), once the
         # backends have reported them; pgbench's claim writes two (bench/pgbench/claim_one.sql).
@@ -68,6 +78,7 @@ def burst(system: System, *, loops: int, processes: int, log_dir: Path, label: s
         "rows_written_per_occurrence": written / max(len(lateness), 1),
         "duplicates": system.duplicates(),
         "waits": waits.summary(),
+        "scheduler_cpu_ms_per_1k_by_role": {role: cpu * 1e6 / max(len(lateness), 1) for role, cpu in by_role.items()},
         "rows_by_table": {
             name: {key: value / max(len(lateness), 1) for key, value in counts.items()}
             for name, counts in by_table.items()

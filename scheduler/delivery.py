@@ -386,8 +386,10 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
         # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
         states = [] if manual else [When(kind__in=ONE_SHOT_KINDS, then=Value(after_state))]
-        # A scheduled run that went well ends its loop's failure streak.
-        streak = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
+        # What a delivered scheduled occurrence changes on its loop rides in this UPDATE, which
+        # writes the loop's row once per occurrence anyway (its last result): a count kept on the
+        # loop costs no row here. It ends the loop's failure streak.
+        delivered = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
         Loop.objects.filter(loop_id__in=loop_ids).update(
             last_run_at=now,
             last_result=status,
@@ -399,7 +401,7 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
                 When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
                 default=F("state"),
             ),
-            **streak,
+            **delivered,
         )
     _apply_failure_policy([attempt.run for attempt in finished], now)
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)

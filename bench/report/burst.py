@@ -147,16 +147,28 @@ def _rows_by_table(ours: list[dict], theirs: list[dict]) -> str:
 
 
 def _waits(ours: list[dict]) -> str:
-    """What dshloop's active backends waited for during the burst (bench.waits), first repetition."""
+    """What dshloop's active backends waited for during the burst (bench.waits), and which of the
+    schedulers' processes spent their CPU; first repetition."""
+    roles = next(
+        (rep["scheduler_cpu_ms_per_1k_by_role"] for rep in ours if rep.get("scheduler_cpu_ms_per_1k_by_role")), None
+    )
+    spent = (
+        "\n\nThe schedulers' CPU per occurrence by process (µs, all schedulers together): "
+        + ", ".join(f"{role} {value:.0f}" for role, value in roles.items())
+        + "."
+        if roles
+        else ""
+    )
     waits = next((rep["waits"] for rep in ours if rep.get("waits")), None)
     if not waits or not waits["active"]:
-        return ""
+        return spent
     states = ", ".join(f"{name} {share:.2f}" for name, share in waits["active"].items() if share >= 0.005)
     locks = "; ".join(f"`{name}` {share:.2f}" for name, share in waits["lock_waits"].items() if share >= 0.005)
     return (
         f"\n\nBackends of dshloop's database running a statement, on average over {waits['samples']:,} samples "
         f"(every 10 ms, from just before the burst to its last delivery), by what they waited for: {states}."
         + (f" Waiting for a lock, by statement: {locks}." if locks else "")
+        + spent
     )
 
 
