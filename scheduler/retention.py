@@ -273,7 +273,8 @@ class Pruner:
 
     def _step_prompts(self, loop_id: str) -> None:
         """One batch of a loop's stored prompts that no run refers to any more. Never the loop's
-        current revision: a claim or run now may be making its first run at it right now. One
+        current revision (stored by a database from before runs read it from the loop): a claim or
+        run now may be making its first run at it right now. One
         statement, so its two checks read one snapshot: a revision the loop has left gets no new
         run, and one it is still at is kept."""
         unused = self._unused_prompts(loop_id, LoopRun.objects.filter(loop_id=loop_id))
