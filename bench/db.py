@@ -17,11 +17,14 @@ from .processes import run_command
 
 # The server under test; trust auth as user postgres on this machine.
 SERVER = os.environ.get("BENCH_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
-DSHLOOP_DB = "dshloop_bench"
-BASELINE_DB = "dshloop_bench_baseline"
-PGBENCH_DB = "dshloop_bench_pgbench"
+# Every bench database's name starts with this: people sharing one server each take their own
+# (BENCH_DB_PREFIX=alice_bench), since the bench drops and recreates its databases.
+PREFIX = os.environ.get("BENCH_DB_PREFIX", "dshloop_bench")
+DSHLOOP_DB = PREFIX
+BASELINE_DB = f"{PREFIX}_baseline"
+PGBENCH_DB = f"{PREFIX}_pgbench"
 ALL_DATABASES = (DSHLOOP_DB, BASELINE_DB, PGBENCH_DB)
-LISTS_DB = "dshloop_bench_lists"  # its own, not in ALL_DATABASES: --lists can run beside a full run
+LISTS_DB = f"{PREFIX}_lists"  # its own, not in ALL_DATABASES: --lists can run beside a full run
 
 
 def url(database: str) -> str:
@@ -80,6 +83,27 @@ def rows_written(database: str) -> int:
             "SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = %s", [database]
         ).fetchone()
     return int(row[0])
+
+
+def table_writes(database: str) -> dict[str, dict[str, int]]:
+    """Rows inserted, updated (HOT among them) and deleted so far, per table of one database
+    (pg_stat_user_tables), as far as its backends have reported them."""
+    with connect(database) as conn:
+        rows = conn.execute(
+            "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables"
+        ).fetchall()
+    return {name: {"ins": ins, "upd": upd, "hot": hot, "del": dele} for name, ins, upd, hot, dele in rows}
+
+
+def table_writes_since(before: dict[str, dict[str, int]], database: str) -> dict[str, dict[str, int]]:
+    """What each table was written since `before` (table_writes); tables written nothing left out."""
+    after = table_writes(database)
+    zero = {"ins": 0, "upd": 0, "hot": 0, "del": 0}
+    deltas = {
+        name: {key: value - before.get(name, zero)[key] for key, value in counts.items()}
+        for name, counts in after.items()
+    }
+    return {name: delta for name, delta in sorted(deltas.items()) if any(delta.values())}
 
 
 def reported_rows_written(conn: psycopg.Connection, database: str) -> int:

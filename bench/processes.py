@@ -84,6 +84,15 @@ class Process:
         _running.discard(self)
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent of a live process (/proc), or None once it has exited."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def descendants(pid: int) -> list[int]:
     """All live descendants of a process (/proc), as runloops finds its cluster; runloops's own
     function needs Django set up, which the dashboard never does."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.processes import Process, manage_args, run_command
 from bench.sizes import STORAGE
 
-PG_DATABASE = "dshloop_bench_storage"
+PG_DATABASE = f"{os.environ.get('BENCH_DB_PREFIX', 'dshloop_bench')}_storage"
 
 
 def prompt(seed: int, chars: int) -> str:

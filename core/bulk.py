@@ -69,9 +69,14 @@ class _Unnest:
     one scalar parameter, the others one array parameter each, all sent in binary (psycopg
     dumps array elements one by one in Python, and a batch's runs share most of their columns)."""
 
-    def __init__(self, columns: Sequence[models.Field[Any, Any]], rows: list[list[Any]]) -> None:
+    def __init__(
+        self, columns: Sequence[models.Field[Any, Any]], rows: list[list[Any]], arrays: Sequence[int] = ()
+    ) -> None:
+        """`arrays`: columns sent as arrays even when constant (the SQL names them more than once)."""
         values = [list(column) for column in zip(*rows, strict=True)]
-        self.varying = [i for i, column in enumerate(values) if i == 0 or any(v != column[0] for v in column)]
+        self.varying = [
+            i for i, column in enumerate(values) if i == 0 or i in arrays or any(v != column[0] for v in column)
+        ]
         self.columns, self.values = columns, values
 
     def value(self, index: int) -> str:
@@ -130,11 +135,22 @@ def update_rows(model: type[models.Model], fields: Sequence[str], rows: Iterable
 
 
 def insert_rows(
-    model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence[Any]], *, skip_conflicts: bool = False
+    model: type[models.Model],
+    fields: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    skip_conflicts: bool = False,
+    count_on: tuple[str, str] | None = None,
 ) -> set[Any]:
     """INSERT the rows (values in `fields` order; the primary key among them); returns the primary
     keys of the rows inserted. With skip_conflicts a row whose unique key exists already is left
-    out (ON CONFLICT DO NOTHING) and its key is not returned."""
+    out (ON CONFLICT DO NOTHING) and its key is not returned.
+
+    count_on=(column, group): the column numbers the rows of each group on from the highest number
+    stored in that group, in the statement that inserts them (no counter row to write). Give each
+    row its place among the batch's rows of its group (1, 2, …), in that order; it is stored as the
+    group's highest number plus its place (SQLite inserts one row after the other, each as the
+    highest plus one). The caller keeps other writers of the group out until it commits."""
     meta = model._meta
     quote = connection.ops.quote_name
     columns = [_stored_field(model, name) for name in fields]
@@ -144,15 +160,26 @@ def insert_rows(
     table, pk = quote(meta.db_table), quote(_column(meta.pk))
     names = ", ".join(quote(_column(column)) for column in columns)
     conflict = " ON CONFLICT DO NOTHING" if skip_conflicts else ""
+    counted, group = (fields.index(count_on[0]), fields.index(count_on[1])) if count_on else (-1, -1)
+
+    def highest(group_value: str) -> str:
+        column, group_column = quote(_column(columns[counted])), quote(_column(columns[group]))
+        return f"SELECT COALESCE(MAX(n.{column}), 0) FROM {table} AS n WHERE n.{group_column} = {group_value}"
+
     if connection.vendor == "postgresql":
-        batch = _Unnest(columns, params)
+        batch = _Unnest(columns, params, arrays=(counted, group) if count_on else ())
         order = range(len(columns))
-        select = ", ".join(batch.value(i) for i in order)
-        sql = f"INSERT INTO {table} ({names}) SELECT {select} FROM {batch.source()}{conflict} RETURNING {pk}"
+        values = [batch.value(i) for i in order]
+        if count_on:
+            values[counted] = f"({highest(values[group])}) + {values[counted]}"
+        sql = f"INSERT INTO {table} ({names}) SELECT {', '.join(values)} FROM {batch.source()}{conflict} RETURNING {pk}"
         return {key for (key,) in _execute_unnest(sql, batch.params(order))}
-    placeholders = ", ".join("%s" for _ in columns)
+    placeholders = ["%s" for _ in columns]
+    if count_on:
+        placeholders[counted] = f"({highest('%s')}) + 1"
+        params = [[row[group] if i == counted else value for i, value in enumerate(row)] for row in params]
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({placeholders}){conflict}", params)
+        cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)}){conflict}", params)
         if not skip_conflicts:
             return {row[fields.index(meta.pk.name)] for row in params}
         # SQLite's executemany cannot return rows: ask which of the new keys are there now.

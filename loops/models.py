@@ -270,17 +270,14 @@ class LoopRun(models.Model):
     _prompt: str | None = None  # the revision's prompt, once read or given
 
     def save(self, *args, **kwargs) -> None:
-        """A run made one at a time (run now; the claim stores its batch's in one statement) stores
-        its revision's prompt, unless that revision's is stored already: the prompt given
-        (`run.prompt = …`), else the loop's, which is at this revision while its row is locked."""
+        """A run given a prompt of its own (`run.prompt = …`: a run written for another revision
+        than its loop's) stores it as its revision's, unless that revision's is stored already. A
+        run at its loop's revision stores nothing: it reads the loop's prompt until the loop leaves
+        that revision (keep_revision_prompt)."""
         adding = self._state.adding
         super().save(*args, **kwargs)
-        if not adding:
-            return
-        if self._prompt is not None:
+        if adding and self._prompt is not None:
             store_prompt(self.loop_id, self.revision, self._prompt)
-        else:
-            store_revision_prompts([self.loop_id])
 
     @property
     def prompt(self) -> str:
@@ -297,9 +294,10 @@ class LoopRun(models.Model):
 class LoopPrompt(models.Model):
     """The prompt of one revision of a loop, stored once for all its runs (a 100,000-character
     prompt copied into every run of a loop that fires every few seconds grew the database by
-    megabytes a minute). Written when a run of the revision is made (claim, run now), so it
-    outlives the loop's edits and deletion as its runs do; retention deletes it with the last run
-    that refers to it (scheduler.retention), never while the loop is still at that revision."""
+    megabytes a minute). Written when the loop leaves the revision (an edit) or goes (its deletion),
+    if a run refers to it, so it outlives them as its runs do; while the loop is at the revision
+    its runs read the loop's own prompt, so an occurrence writes none. Retention deletes it with the
+    last run that refers to it (scheduler.retention), never while the loop is still at that revision."""
 
     pk = models.CompositePrimaryKey("loop_id", "revision")
     loop_id = models.CharField(max_length=40)
@@ -310,23 +308,23 @@ class LoopPrompt(models.Model):
         return f"{self.loop_id} r{self.revision}"
 
 
-def store_revision_prompts(loop_ids: list[str]) -> None:
-    """Store the current revision's prompt of each loop, unless stored already; the caller holds
-    the loops' rows (a claim, run now), so the revision read is the one its runs record.
+def keep_revision_prompt(loop_id: str) -> None:
+    """Store the prompt of the revision the loop is at, if a run refers to it; called as the loop
+    leaves that revision (an edit) or goes (its deletion), with its row locked, so no run of the
+    revision is made meanwhile. Until then its runs read the loop's own prompt: an occurrence
+    writes no prompt, however many runs a revision has.
 
     One INSERT … SELECT: the prompt is copied inside the database (never sent back and forth),
-    and a revision stored already costs an index probe and writes nothing (ON CONFLICT DO NOTHING
-    is checked before the row is built; a long prompt is not even read then)."""
-    if not loop_ids:
-        return
-    prompts, loops = LoopPrompt._meta.db_table, Loop._meta.db_table
-    select = f"INSERT INTO {prompts} (loop_id, revision, prompt) SELECT loop_id, revision, prompt FROM {loops}"
+    and a revision no run refers to (edited twice between runs) writes nothing."""
+    prompts, loops, runs = LoopPrompt._meta.db_table, Loop._meta.db_table, LoopRun._meta.db_table
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(f"{select} WHERE loop_id = ANY(%s) ON CONFLICT DO NOTHING", [list(loop_ids)])
-        else:
-            marks = ", ".join("%s" for _ in loop_ids)
-            cursor.execute(f"{select} WHERE loop_id IN ({marks}) ON CONFLICT DO NOTHING", list(loop_ids))
+        cursor.execute(
+            f"INSERT INTO {prompts} (loop_id, revision, prompt) SELECT loop_id, revision, prompt FROM {loops} "
+            f"WHERE loop_id = %s AND EXISTS (SELECT 1 FROM {runs} AS run "
+            f"WHERE run.loop_id = {loops}.loop_id AND run.revision = {loops}.revision) "
+            "ON CONFLICT DO NOTHING",
+            [loop_id],
+        )
 
 
 def store_prompt(loop_id: str, revision: int, prompt: str) -> None:
@@ -340,8 +338,8 @@ def store_prompt(loop_id: str, revision: int, prompt: str) -> None:
 
 
 def revision_prompts(pairs: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
-    """The prompts of these (loop_id, revision) pairs, in one query. A pair with none stored (a run
-    written in bulk by other code) reads its loop's prompt while the loop is at that revision."""
+    """The prompts of these (loop_id, revision) pairs: stored once the loop left the revision
+    (keep_revision_prompt), else the loop's own, while it is at that revision."""
     if not pairs:
         return {}
     found: dict[tuple[str, int], str] = {}

@@ -31,7 +31,6 @@ from loops.models import (
     LoopState,
     Overlap,
     RunStatus,
-    store_revision_prompts,
 )
 from loops.occurrence_log import log_occurrence
 from loops.queue import enqueue_deliveries
@@ -98,7 +97,6 @@ def _record_broken(loop: Loop, error: Exception, now: datetime, tally: Tally) ->
     log_occurrence(logger, logging.ERROR, run, RunStatus.FAILED, now=now, error=message)
     with transaction.atomic():
         _insert([run])
-        store_revision_prompts([loop.loop_id])
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=LoopState.FAILED, next_at=None, last_run_at=now, last_result=RunStatus.FAILED, last_error=message
         )
@@ -172,8 +170,8 @@ def _end(loop: Loop) -> None:
 
 
 # What a claim reads of a loop: its schedule and what its run snapshots (parsing the other columns
-# of every claimed loop would cost more than the schedule maths). Not the prompt: the database
-# copies it into the revision's LoopPrompt itself (store_revision_prompts).
+# of every claimed loop would cost more than the schedule maths). Not the prompt: a run reads its
+# loop's while the loop is at the run's revision (loops.models.keep_revision_prompt).
 _CLAIM_FIELDS = ["loop_id", "state", "next_at", *SCHEDULE_COLUMNS]
 _CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision", "overlap"]
 _CLAIM_FIELDS += ["ends_at", "max_runs", "runs_delivered"]
@@ -278,8 +276,6 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.
         inserted = _insert(runs, skip_conflicts=True)
-        # Each run reads its prompt through its revision: stored once, the first time a run has it.
-        store_revision_prompts(sorted({run.loop_id for run in runs}))
         by_id = {loop.loop_id: loop for loop in loops}
         _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally, misfired)
         _record_misfires(

@@ -199,7 +199,8 @@ def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: st
     )
 
 
-def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Attempt]:
+def _prepared(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[tuple[RunRow, Attempt | Message]]:
+    """Each run with its message to deliver, or the outcome already known."""
     view = BatchView(
         host,
         {loop.session_id for loop in loops.values()}
@@ -208,7 +209,15 @@ def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> 
         | {run.target_session_id for run in runs},
     )
     prompts = _prompts(runs, loops)
-    prepared = [(run, _prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
+    return [(run, _prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
+
+
+def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Attempt]:
+    return _attempts(host, _prepared(runs, loops, host))
+
+
+def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> list[Attempt]:
+    """Deliver the prepared messages; each run's attempt, in order."""
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
     results = _deliver_isolating(host, [message for _, message in pending]) if pending else []
     delivered = {
@@ -220,6 +229,45 @@ def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> 
         for (run, _), result in zip(pending, results, strict=True)
     }
     return [delivered[run.run_id] if isinstance(item, Message) else item for run, item in prepared]
+
+
+class _NotAsExpected(Exception):
+    """The embedded host did not take every message of a batch whose records were written first."""
+
+
+# What recording a run changes on its row (_settle): put back when records written first are undone.
+_SETTLED = ("status", "error", "retry_at", "finished_at", "lease_until")
+
+
+def _deliver_and_record(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host, now: datetime) -> None:
+    """The embedded host, in the caller's transaction: the records first, the messages last.
+
+    A message's inbox number is taken under a lock on its session that the next delivery to that
+    session waits for until this transaction commits (sessions_app.services.inbox_deliver_many),
+    so the messages go last: the lock is held for their INSERT and the commit only, not for the
+    records too, and concurrent deliveries (several schedulers) that share sessions queue for less.
+    The records are written as if every message is taken, which the host's own answer to the
+    batch's target look-up has made nearly certain; if one is not (a session gone meanwhile, a
+    write the database refuses), the savepoint undoes records and messages together and the batch
+    is delivered first and recorded after, each message alone if need be (_deliver_isolating)."""
+    prepared = _prepared(runs, loops, host)
+    messages = [item for _, item in prepared if isinstance(item, Message)]
+    expected = [Attempt(run, delivered=True) if isinstance(item, Message) else item for run, item in prepared]
+    settled = [(run, [getattr(run, name) for name in _SETTLED]) for run in runs]
+    try:
+        with transaction.atomic():
+            _record(expected, loops, now, finish=False).save()  # before the inbox locks (Tally.save)
+            if messages and any(isinstance(result, HostError) for result in host.deliver_many(messages)):
+                raise _NotAsExpected
+    except Exception as exc:  # noqa: BLE001 - whatever it was, the careful order finds the one that fails
+        if not isinstance(exc, _NotAsExpected):
+            logger.warning("delivering a batch of %d raised (%s); delivering, then recording", len(runs), one_line(exc))
+        for run, values in settled:
+            for name, value in zip(_SETTLED, values, strict=True):
+                setattr(run, name, value)
+        _record(_attempts(host, prepared), loops, now)
+        return
+    _log(expected, now)
 
 
 def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | HostError]:
@@ -272,9 +320,10 @@ def _still_leased(runs: list[RunRow]) -> list[RunRow]:
     return [run for run in runs if run.run_id in current]
 
 
-def _record(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
+def _record(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime, *, finish: bool = True) -> Tally:
     """Record a batch of attempts and update their loops; the caller holds the transaction and
-    the runs' rows (taken or still leased)."""
+    the runs' rows (taken or still leased). Then the batch's metric counters and one log line per
+    occurrence, unless `finish` is False: the caller finishes with the Tally returned and _log."""
     tally = Tally()
     for attempt in attempts:
         # A host may report the turn's end before the delivery is recorded (contract §10).
@@ -285,9 +334,24 @@ def _record(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: dateti
             tally.finished(attempt.run.status)
         if attempt.delivered:
             tally.delivered_late(attempt.run.scheduled_at, now)
-    tally.save()
     update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in attempts])
     _update_loops(attempts, loops, now)
+    if finish:
+        # After the messages of a delivery that delivers first (an embedded host's batch that did
+        # not go as expected; a remote host's, which takes no inbox lock).
+        tally.save(after_inbox=True)
+        _log(attempts, now)
+    return tally
+
+
+def _log(attempts: list[Attempt], now: datetime) -> None:
+    """One line per occurrence, as recorded."""
+    for attempt in attempts:
+        run = attempt.run
+        if attempt.retry:
+            log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=attempt.error)
+        else:
+            log_occurrence(logger, logging.INFO, run, run.status, now=now, error=attempt.error)
 
 
 _RUN_FIELDS = (
@@ -303,15 +367,13 @@ _RUN_FIELDS = (
 
 
 def _settle(attempt: Attempt, now: datetime) -> None:
-    """Set a run's fields from its delivery attempt, and log it: one line per occurrence."""
+    """Set a run's fields from its delivery attempt."""
     run = attempt.run
     if attempt.retry:
         run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
-        log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=attempt.error)
     else:
         run.status = RunStatus.DELIVERED if attempt.delivered else RunStatus.FAILED
         run.retry_at, run.finished_at = None, now
-        log_occurrence(logger, logging.INFO, run, run.status, now=now, error=attempt.error)
     run.error, run.lease_until = attempt.error, None
 
 
@@ -327,8 +389,6 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
         # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
         after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
         states = [] if manual else [When(kind__in=ONE_SHOT_KINDS, then=Value(after_state))]
-        # A scheduled run that went well ends its loop's failure streak.
-        streak = {} if manual or status != RunStatus.DELIVERED else {"consecutive_failures": 0}
         Loop.objects.filter(loop_id__in=loop_ids).update(
             last_run_at=now,
             last_result=status,
@@ -340,8 +400,7 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
                 When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
                 default=F("state"),
             ),
-            **streak,
-            **_count_delivered(status, manual=manual),
+            **_delivered_changes(status, manual=manual),
         )
     _end_last_runs(finished, loops, now)
     _apply_failure_policy([attempt.run for attempt in finished], now)
@@ -355,14 +414,16 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
         transaction.on_commit(notify_clocks)
 
 
-def _count_delivered(status: str, *, manual: bool) -> dict[str, CombinedExpression]:
-    """contract §16: runs_delivered counts each delivered scheduled run, in the UPDATE that records
-    it (no write of its own). A loop has at most one scheduled run open (it is `running` until that
-    run is recorded), so each loop of the UPDATE counts one. A manual run (run now) is an operator's
-    test, not one of the loop's runs: it counts towards nothing, as it changes no state."""
+def _delivered_changes(status: str, *, manual: bool) -> dict[str, Value | CombinedExpression]:
+    """What a delivered scheduled run changes on its loop. It rides in the UPDATE that records the
+    run, which writes the loop's row once per occurrence anyway (its last result): no row of its
+    own. It ends the loop's failure streak, and counts the run (contract §16 runs_delivered): a loop
+    has at most one scheduled run open (it is `running` until that run is recorded), so each loop of
+    the UPDATE counts one. A manual run (run now) is an operator's test, not one of the loop's runs:
+    it counts towards nothing, as it changes no state."""
     if manual or status != RunStatus.DELIVERED:
         return {}
-    return {"runs_delivered": F("runs_delivered") + 1}
+    return {"consecutive_failures": Value(0), "runs_delivered": F("runs_delivered") + 1}
 
 
 def _end_last_runs(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
@@ -416,7 +477,7 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
         with transaction.atomic(durable=True):
             runs, loops = _take(run_ids, clock())
             if runs:
-                _record(_deliver(runs, loops, host), loops, clock())
+                _deliver_and_record(runs, loops, host, clock())
         return len(runs)
     # A remote host's deliveries are side effects: no transaction is held open across them.
     with transaction.atomic(durable=True):

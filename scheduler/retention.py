@@ -54,7 +54,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from loops.models import Loop, LoopPrompt, LoopRun, RunStatus
 from loops.runs import OPEN_STATUSES
-from sessions_app.models import InboxMessage, InboxSequence, SessionHeader, SessionStatus
+from sessions_app.models import InboxMessage, SessionHeader, SessionStatus
 
 TERMINAL_STATUSES = tuple(status for status in RunStatus if status not in OPEN_STATUSES)
 BATCH = 500  # rows per DELETE statement
@@ -226,8 +226,6 @@ class Pruner:
             session_ids = [session_id for key, (session_id, in_use) in sessions.items() if not in_use]
             if session_ids:
                 self.session_messages += InboxMessage.objects.filter(session_id__in=session_ids).delete()[0]
-                # Its inbox counter too: nothing delivers to a session made for a run that is over.
-                InboxSequence.objects.filter(session_id__in=session_ids).delete()
                 self.sessions += SessionHeader.objects.filter(session_id__in=session_ids).delete()[0]
             removed, _ = LoopRun.objects.filter(
                 run_id__in=[run_id for run_id, key in batch if key not in busy]
@@ -275,7 +273,8 @@ class Pruner:
 
     def _step_prompts(self, loop_id: str) -> None:
         """One batch of a loop's stored prompts that no run refers to any more. Never the loop's
-        current revision: a claim or run now may be making its first run at it right now. One
+        current revision (stored by a database from before runs read it from the loop): a claim or
+        run now may be making its first run at it right now. One
         statement, so its two checks read one snapshot: a revision the loop has left gets no new
         run, and one it is still at is kept."""
         unused = self._unused_prompts(loop_id, LoopRun.objects.filter(loop_id=loop_id))

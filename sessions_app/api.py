@@ -69,7 +69,7 @@ def inbox_messages(session_id: str, *, after: str | None = None, limit: int | No
     Not by created_at: it is taken before the delivering transaction commits, so a message can
     commit after one with a later created_at, behind a cursor that has moved past it already.
     A message's seq is given under a lock its session's next writer waits for
-    (models.InboxSequence), so none can commit behind a seq a reader has seen. The unique index
+    (services.inbox_deliver_many), so none can commit behind a seq a reader has seen. The unique index
     inbox_session_seq (session_id, seq) serves both the anchor's lookup and the page."""
     messages = InboxMessage.objects.filter(session_id=session_id).order_by("seq")
     if after is not None:

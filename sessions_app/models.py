@@ -84,7 +84,9 @@ class InboxMessage(models.Model):
     # When it was delivered, as the API shows it; taken before its transaction commits, so two
     # writers can commit in the other order: the inbox is paged by `seq`, never by this.
     created_at = models.DateTimeField()
-    # Its place in its session's inbox, in commit order (see InboxSequence).
+    # Its place in its session's inbox, in commit order: taken in the INSERT, after the highest of
+    # its session's, under a lock on the session that its next writer waits for
+    # (services.inbox_deliver_many).
     seq = models.BigIntegerField()
 
     class Meta:
@@ -101,24 +103,3 @@ class InboxMessage(models.Model):
 
     def __str__(self) -> str:
         return self.occurrence_key
-
-
-class InboxSequence(models.Model):
-    """The last `seq` given to a message of one session's inbox.
-
-    A host pages its inbox with `after` = the last message it received, so a message must never
-    become visible behind one it could already have received. Each delivering transaction
-    increments the counters of its batch's sessions (services.inbox_deliver_many): the row stays
-    locked until that transaction commits, so a writer that reaches a session after another waits
-    for the other's commit and gets higher numbers. Whatever is visible below a message's seq has
-    committed before it: paged by seq, a cursor never moves past a message still to come.
-
-    A table of its own rather than a column of SessionHeader: the delivery's lock on these rows
-    must not meet the header locks that upserts and resumes take in other orders.
-    """
-
-    session_id = models.CharField(max_length=255, primary_key=True)
-    last_seq = models.BigIntegerField()
-
-    def __str__(self) -> str:
-        return f"{self.session_id}: {self.last_seq}"

@@ -6,14 +6,14 @@ import secrets
 from collections import Counter
 from datetime import datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.bulk import insert_rows
-from core.locks import lock_until_commit
+from core.locks import lock_each_until_commit, lock_until_commit
 from core.timeutil import truncate_to_ms
 
-from .models import InboxMessage, InboxSequence, Preset, SessionHeader, SessionStatus
+from .models import InboxMessage, Preset, SessionHeader, SessionStatus
 from .titles import first_prompt_kept
 
 _HEADER_FIELDS = ("user_title", "generated_title", "first_prompt", "status", "preset", "model", "global_interface")
@@ -151,25 +151,32 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
     """Insert many messages (session_id, text, source, occurrence_key, delivery) at once; an
     occurrence already in an inbox is skipped (idempotent). Returns the message IDs, in order.
 
-    Each session's messages are numbered in its inbox after those committed before them
-    (InboxSequence); the numbers are held until the caller's transaction commits."""
+    Each session's messages are numbered in its inbox after those committed before them (`seq`,
+    see InboxMessage): its lock is taken first and held until the caller's transaction commits, so
+    a writer that reaches a session after another waits for the other's commit, and the INSERT
+    that follows, reading the highest seq then, gets higher numbers. Whatever is visible below a
+    message's seq has committed before it: paged by seq, a cursor never moves past a message still
+    to come. No deadlock: the locks are taken in one order by every writer, and after them a
+    delivery only writes rows it holds already (its runs and loops) and the metric counters of its
+    results, which no transaction waiting here holds. SQLite serializes writers."""
     now = truncate_to_ms(now or timezone.now())
     if not messages:
         return []
-    # Without a transaction of the caller's, the numbers and the messages commit together; within
-    # one (the delivery's), no savepoint: it would cost two statements on the hot path.
+    # Without a transaction of the caller's, the locks and the messages go together; within one
+    # (the delivery's), no savepoint: it would cost two statements on the hot path.
     with transaction.atomic(savepoint=False):
-        sizes = Counter(session_id for session_id, *_ in messages)
-        last = _inbox_seq_reserve(sizes)
-        seq = {session_id: last[session_id] - size for session_id, size in sizes.items()}
+        lock_each_until_commit(_INBOX_LOCKS, (session_id for session_id, *_ in messages))
+        place: Counter[str] = Counter()
         rows = []
         for session_id, text, source, key, delivery in messages:
-            seq[session_id] += 1
+            place[session_id] += 1
             rows.append(
-                ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now, seq[session_id])
+                ("msg_" + secrets.token_hex(8), session_id, text, True, delivery, source, key, now, place[session_id])
             )
-        # A skipped (re-driven) occurrence leaves its number unused: a gap, which paging does not mind.
-        inserted = insert_rows(InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts=True)
+        # In a separate statement from the locks: a READ COMMITTED statement reads the commits made
+        # before it began, so this one sees those of the writers it waited for. A skipped
+        # (re-driven) occurrence leaves its number unused: a gap, which paging does not mind.
+        inserted = insert_rows(InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts=True, count_on=("seq", "session_id"))
     message_ids = {row[6]: row[0] for row in rows if row[0] in inserted}
     # Those that were already there keep their first message (a re-driven occurrence: rare).
     if missing := [row[6] for row in rows if row[0] not in inserted]:
@@ -179,32 +186,4 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
     return [message_ids[key] for _, _, _, key, _ in messages]
 
 
-def _inbox_seq_reserve(sizes: Counter[str]) -> dict[str, int]:
-    """Add each session's number of new messages to its InboxSequence (created at 0 when missing)
-    and return the new last seq per session, in one upsert per chunk of sessions.
-
-    The upsert locks each session's counter until the transaction ends: a concurrent delivery to
-    the same session waits here for this one's commit, so numbers follow commit order (see
-    InboxSequence). No deadlock: this is their only writer and it takes them in session order;
-    after it a delivery only writes rows it holds already (its runs and loops) and the metric
-    counters of its results, which no transaction waiting here holds. SQLite serializes writers.
-    """
-    table = connection.ops.quote_name(InboxSequence._meta.db_table)
-    ordered = sorted(sizes.items())
-    # One statement for any batch on PostgreSQL; SQLite's oldest limit is 999 bound parameters.
-    chunk = _INBOX_SEQ_CHUNK_SQLITE if connection.vendor == "sqlite" else len(ordered)
-    last: dict[str, int] = {}
-    with connection.cursor() as cursor:
-        for start in range(0, len(ordered), chunk):
-            part = ordered[start : start + chunk]
-            cursor.execute(
-                f"INSERT INTO {table} (session_id, last_seq) VALUES {', '.join(['(%s, %s)'] * len(part))} "
-                f"ON CONFLICT (session_id) DO UPDATE SET last_seq = {table}.last_seq + excluded.last_seq "
-                "RETURNING session_id, last_seq",
-                [param for row in part for param in row],
-            )
-            last.update(cursor.fetchall())
-    return last
-
-
-_INBOX_SEQ_CHUNK_SQLITE = 400
+_INBOX_LOCKS = "inbox"  # the namespace of the inbox locks, one per session (core.locks)

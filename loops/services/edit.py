@@ -14,7 +14,7 @@ from core.notify import notify_clocks
 from core.timeutil import from_ms, to_ms, truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import EventKind, Loop, LoopState, Overlap
+from loops.models import EventKind, Loop, LoopState, Overlap, keep_revision_prompt
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
 from loops.selectors import loop_get
@@ -106,6 +106,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
                 loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
             if loop.state in (LoopState.SCHEDULED, LoopState.RUNNING):
                 loop.next_at = schedules.first_occurrence(loop.timing, created_at=now, host_tz=settings.TIME_ZONE)
+        keep_revision_prompt(loop_id)  # the runs of the revision the loop leaves read it from here on
         loop.revision += 1
         loop.full_clean(validate_unique=False)
         loop.save()

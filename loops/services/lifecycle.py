@@ -14,7 +14,7 @@ from core.errors import NotFailed, RunInFlight
 from core.notify import notify_clocks
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus
+from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus, keep_revision_prompt
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
 from loops.services.ends import end_if_done
@@ -100,7 +100,6 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> 
             revision=loop.revision,
             manual=True,
         )
-        run.prompt = loop.prompt  # its revision's, stored by save()
         run.save(force_insert=True)
         if loop.state == LoopState.SCHEDULED:
             # The clock does not claim it while the manual run is open; it is scheduled again after.
@@ -137,7 +136,8 @@ def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> s
         loop = locked_loop(loop_id)
         now = effective_now(now)
         if waiting := unclaimed(loop, now=now):
-            waiting.record(change=DELETED, now=now)  # while the row is there: its run stores the prompt from it
+            waiting.record(change=DELETED, now=now)  # before the prompt is kept: its run refers to it
+        keep_revision_prompt(loop_id)  # its runs read it from the loop until now
         Loop.objects.filter(loop_id=loop_id).delete()
         record_event(loop, EventKind.DELETED, actor, at=now)
     transaction.on_commit(notify_clocks)

@@ -57,7 +57,7 @@ class Unclaimed:
 
     def record(self, *, change: str, now: datetime) -> LoopRun:
         """The skipped run that accounts for them, once the caller has made sure no claim will take
-        them. Before the loop's row changes: the run stores its revision's prompt from it."""
+        them. Before the loop's row changes: its revision's prompt is kept once the run refers to it."""
         error = f"{self._why(change, now)}; {_occurrences(self.count)} never delivered, counted in missed."
         run = LoopRun(
             run_id=new_run_id(),

@@ -1,6 +1,7 @@
-"""Bounded storage: a prompt is stored once per loop revision (LoopPrompt), and runs read theirs
-through (loop_id, revision), also after the loop is edited or deleted; delivery delivers the
-run's revision's prompt. On both engines (the suite's two passes)."""
+"""Bounded storage: a prompt is stored once per loop revision (LoopPrompt), when the loop leaves the
+revision or is deleted, and runs read theirs through (loop_id, revision): the loop's own while it is
+at the revision, so an occurrence writes none. Delivery delivers the run's revision's prompt. On
+both engines (the suite's two passes)."""
 
 from __future__ import annotations
 
@@ -30,12 +31,28 @@ OPERATOR = Actor(ActorKind.TOKEN, "ops")
 # -- (b) one prompt per revision -------------------------------------------------------------------
 
 
-def test_runs_of_one_revision_share_one_stored_prompt(global_session):
+def test_runs_of_one_revision_share_one_stored_prompt_kept_when_the_loop_leaves_it(global_session):
     loop_id, runs = new_loop_with_runs(5)
 
-    assert list(LoopPrompt.objects.filter(loop_id=loop_id).values_list("revision", "prompt")) == [(1, LONG)]
+    # While the loop is at the revision, its runs read the loop's prompt: no occurrence wrote one.
+    assert not LoopPrompt.objects.filter(loop_id=loop_id).exists()
     assert "prompt" not in {field.name for field in LoopRun._meta.get_fields()}
     assert all(LoopRun.objects.get(run_id=run.run_id).prompt == LONG for run in runs)
+
+    loop_edit(loop_id=loop_id, changes={"prompt": "shorter"}, actor=OPERATOR)
+
+    assert list(LoopPrompt.objects.filter(loop_id=loop_id).values_list("revision", "prompt")) == [(1, LONG)]
+    assert all(LoopRun.objects.get(run_id=run.run_id).prompt == LONG for run in runs)
+
+
+def test_a_revision_no_run_refers_to_is_not_stored(make_session):
+    make_session("ses_target", status="idle")
+    loop = create_loop(every(3600), prompt="never ran", target="ses_target", at=T0)
+    with time_machine.travel(T0 + s(5), tick=False):
+        loop_edit(loop_id=loop.loop_id, changes={"prompt": "nor this"}, actor=OPERATOR)
+        loop_delete(loop_id=loop.loop_id, actor=OPERATOR)
+
+    assert not LoopPrompt.objects.filter(loop_id=loop.loop_id).exists()
 
 
 def test_runs_keep_their_prompt_after_the_loop_is_edited_and_after_it_is_deleted(make_session):
@@ -71,7 +88,7 @@ def test_a_run_claimed_before_an_edit_delivers_its_own_revisions_prompt(make_ses
     assert list(LoopPrompt.objects.filter(loop_id=loop.loop_id).values_list("revision", "prompt")) == [(1, "before")]
 
 
-def test_run_now_after_an_edit_delivers_the_new_revisions_prompt_and_stores_it_once(make_session):
+def test_run_now_after_an_edit_delivers_the_new_revisions_prompt_and_stores_it_once_left(make_session):
     make_session("ses_target", status="idle")
     loop = create_loop(every(3600), prompt="before", target="ses_target", at=T0)
     with time_machine.travel(T0 + s(5), tick=False):
@@ -83,8 +100,11 @@ def test_run_now_after_an_edit_delivers_the_new_revisions_prompt_and_stores_it_o
 
     texts = list(InboxMessage.objects.filter(session_id="ses_target").values_list("text", flat=True))
     assert texts == [loop_message(loop_id=loop.loop_id, prompt="after")] * 2
-    assert list(LoopPrompt.objects.filter(loop_id=loop.loop_id).values_list("revision", "prompt")) == [(2, "after")]
     assert LoopRun.objects.get(run_id=run.run_id).prompt == "after"
+    with time_machine.travel(T0 + s(6), tick=False):
+        loop_edit(loop_id=loop.loop_id, changes={"prompt": "later"}, actor=OPERATOR)
+    assert list(LoopPrompt.objects.filter(loop_id=loop.loop_id).values_list("revision", "prompt")) == [(2, "after")]
+    assert LoopRun.objects.get(run_id=second.run_id).prompt == "after"
 
 
 def test_a_delivery_at_the_loops_revision_reads_no_stored_prompt(make_session):

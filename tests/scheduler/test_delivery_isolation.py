@@ -9,6 +9,8 @@ unless the write was in a savepoint; on SQLite it aborts the statement.
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import time_machine
 from django.db import connection
@@ -17,6 +19,7 @@ from loops.models import Loop, LoopRun, LoopState, RunStatus
 from monitoring.health import health_report
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs
+from sessions_app.hosts.local import LocalHost
 from sessions_app.models import InboxMessage, SessionHeader
 from sessions_app.services import session_upsert
 from tests.conftest import T0, create_loop, every, s
@@ -180,3 +183,33 @@ def test_under_a_real_scheduler_the_batch_is_delivered_on_time_and_the_bad_run_f
         assert not LoopRun.objects.filter(status__in=[RunStatus.CLAIMED, RunStatus.DELIVERING], attempt__gt=1).exists()
     finally:
         _unrefuse(InboxMessage._meta.db_table, "INSERT")
+
+
+def test_a_session_gone_before_its_message_fails_its_run_and_each_occurrence_is_recorded_once(
+    batch, monkeypatch, caplog
+):
+    """The embedded host's records are written before its messages, as if every message is taken;
+    one that is not (its session deleted meanwhile) undoes them, and the batch is recorded again as
+    it went: one message per good run, the gone session's run failed, one log line per occurrence."""
+    loops, run_ids = batch
+    deliver_many = LocalHost.deliver_many
+
+    def session_goes_first(self, messages):
+        SessionHeader.objects.filter(session_id=BAD).delete()
+        return deliver_many(self, messages)
+
+    monkeypatch.setattr(LocalHost, "deliver_many", session_goes_first)
+    with caplog.at_level(logging.INFO, logger="dshloop.delivery"):
+        assert _deliver(run_ids) == 6
+
+    runs = {run.loop_id: run for run in LoopRun.objects.filter(run_id__in=run_ids)}
+    for session_id in GOOD:
+        run = runs[loops[session_id].loop_id]
+        assert (run.status, run.error) == (RunStatus.DELIVERED, "")
+        assert InboxMessage.objects.filter(session_id=session_id, occurrence_key=run.occurrence_key).count() == 1
+    bad = runs[loops[BAD].loop_id]
+    assert bad.status == RunStatus.FAILED and "does not exist" in bad.error
+    assert Loop.objects.get(loop_id=loops[BAD].loop_id).last_result == RunStatus.FAILED
+    assert InboxMessage.objects.count() == len(GOOD)
+    lines = [record.getMessage() for record in caplog.records if "outcome=" in record.getMessage()]
+    assert sorted(line.split()[0] for line in lines) == sorted(f"loop={loop.loop_id}" for loop in loops.values())
