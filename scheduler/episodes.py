@@ -19,8 +19,11 @@ from datetime import datetime
 from typing import Protocol
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import F
 
 from loops.models import FailureEpisode, FailureEvent, Loop, NoticeStatus, WebhookStatus
+from loops.runs import free_rows
 from scheduler.message import message_summary
 
 
@@ -67,3 +70,22 @@ def record_episode(loop: Loop, run: FailedRun, *, event: FailureEvent, error: st
         webhook_due_at=now if webhook else None,
     )
     return True
+
+
+def lease_pending(channel: str, *, pending: str, now: datetime, until: datetime, limit: int) -> list[FailureEpisode]:
+    """Lease up to `limit` episodes whose `channel` (notice, webhook) is `pending` and due, that no
+    other scheduler holds: each one's due time moves to `until` by a compare-and-swap, and its
+    attempts count one more."""
+    status, due_at, attempts = f"{channel}_status", f"{channel}_due_at", f"{channel}_attempts"
+    taken = []
+    with transaction.atomic(durable=True):
+        due = FailureEpisode.objects.filter(**{status: pending, f"{due_at}__lte": now})
+        for episode in free_rows(due.order_by(due_at))[:limit]:
+            swapped = FailureEpisode.objects.filter(key=episode.key, **{due_at: getattr(episode, due_at)}).update(
+                **{due_at: until, attempts: F(attempts) + 1}
+            )
+            if swapped:
+                setattr(episode, due_at, until)
+                setattr(episode, attempts, getattr(episode, attempts) + 1)
+                taken.append(episode)
+    return taken

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from core.errors import one_line
 from core.timeutil import to_ms
 from loops.counters import Tally
 from loops.models import FailureEpisode, FailureEvent, NoticeStatus
-from loops.runs import free_rows, lease
+from loops.runs import lease
 from scheduler.delivery import MAX_ATTEMPTS, backoff
+from scheduler.episodes import lease_pending
 from scheduler.message import Source, loop_message, message_summary
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Host, HostError, Message
@@ -138,18 +138,8 @@ def _attempt(host: Host, episode: FailureEpisode) -> Sent:
 
 
 def _take(now: datetime, limit: int) -> list[FailureEpisode]:
-    """Lease the due pending notices no other scheduler holds (compare-and-swap on the due time)."""
-    until = now + lease()
-    taken = []
-    with transaction.atomic(durable=True):
-        due = FailureEpisode.objects.filter(notice_status=NoticeStatus.PENDING, notice_due_at__lte=now)
-        for episode in free_rows(due.order_by("notice_due_at"))[:limit]:
-            if FailureEpisode.objects.filter(key=episode.key, notice_due_at=episode.notice_due_at).update(
-                notice_due_at=until, notice_attempts=F("notice_attempts") + 1
-            ):
-                episode.notice_due_at, episode.notice_attempts = until, episode.notice_attempts + 1
-                taken.append(episode)
-    return taken
+    """Lease the due pending notices no other scheduler holds."""
+    return lease_pending("notice", pending=NoticeStatus.PENDING, now=now, until=now + lease(), limit=limit)
 
 
 def _record(sent: list[Sent]) -> None:

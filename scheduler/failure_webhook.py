@@ -30,14 +30,13 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from core.errors import one_line
 from core.timeutil import to_ms
 from loops.counters import WEBHOOK_ATTEMPT_FAILED, Tally
 from loops.models import FailureEpisode, WebhookStatus
-from loops.runs import free_rows
+from scheduler.episodes import lease_pending
 
 logger = logging.getLogger("dshloop.webhook")
 
@@ -104,17 +103,7 @@ def _lease() -> timedelta:
 
 
 def _take(now: datetime, limit: int) -> list[FailureEpisode]:
-    until = now + _lease()
-    taken = []
-    with transaction.atomic(durable=True):
-        due = FailureEpisode.objects.filter(webhook_status=WebhookStatus.PENDING, webhook_due_at__lte=now)
-        for episode in free_rows(due.order_by("webhook_due_at"))[:limit]:
-            if FailureEpisode.objects.filter(key=episode.key, webhook_due_at=episode.webhook_due_at).update(
-                webhook_due_at=until, webhook_attempts=F("webhook_attempts") + 1
-            ):
-                episode.webhook_due_at, episode.webhook_attempts = until, episode.webhook_attempts + 1
-                taken.append(episode)
-    return taken
+    return lease_pending("webhook", pending=WebhookStatus.PENDING, now=now, until=now + _lease(), limit=limit)
 
 
 def _record(posted: list[Posted], now: datetime) -> None:

@@ -94,22 +94,24 @@ class Dshloop:
             self.server = None
 
 
+def start_dshloop(tmp_path, port: int, dsh, workspace, **settings: str) -> Dshloop:
+    """`serve` with DSHLOOP_HOST=dsh on `dsh`, the plugin's token in the database, more `settings` on top."""
+    ApiToken.objects.create(name=TOKEN_NAME, key_hash=hash_token(TOKEN), prefix=TOKEN[:8], scopes=PLUGIN_SCOPES)
+    environment = {
+        "DSHLOOP_HOST": "dsh",
+        "DSHLOOP_DSH_URL": dsh.url,
+        "DSHLOOP_DSH_CWD": str(workspace),
+        # Serve's short lease (a run cut off by a stop is re-driven soon after a start), which on
+        # a remote host must outlast three host calls (settings): 3 s each, for a loopback DSH.
+        "DSHLOOP_RUN_LEASE_SECONDS": "10",
+        "DSHLOOP_HOST_TIMEOUT_SECONDS": "3",
+    }
+    return Dshloop(tmp_path, port, environment | settings).start()
+
+
 @pytest.fixture
 def dshloop(transactional_db, tmp_path, plugin_dsh, dshloop_port, workspace):
-    ApiToken.objects.create(name=TOKEN_NAME, key_hash=hash_token(TOKEN), prefix=TOKEN[:8], scopes=PLUGIN_SCOPES)
-    server = Dshloop(
-        tmp_path,
-        dshloop_port,
-        {
-            "DSHLOOP_HOST": "dsh",
-            "DSHLOOP_DSH_URL": plugin_dsh.url,
-            "DSHLOOP_DSH_CWD": str(workspace),
-            # Serve's short lease (a run cut off by a stop is re-driven soon after a start), which on
-            # a remote host must outlast three host calls (settings): 3 s each, for a loopback DSH.
-            "DSHLOOP_RUN_LEASE_SECONDS": "10",
-            "DSHLOOP_HOST_TIMEOUT_SECONDS": "3",
-        },
-    ).start()
+    server = start_dshloop(tmp_path, dshloop_port, plugin_dsh, workspace)
     yield server
     server.stop()
 

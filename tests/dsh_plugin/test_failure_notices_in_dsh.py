@@ -19,10 +19,8 @@ from sessions_app.hosts.base import HostError
 from sessions_app.hosts.dsh import DshHost
 from tests.conftest import create_loop, every
 from tests.processes import wait_for
-from tokens.management.commands.dsh_plugin_token import PLUGIN_SCOPES, TOKEN_NAME
-from tokens.models import ApiToken, hash_token
 
-from .conftest import TOKEN, Dshloop
+from .conftest import start_dshloop
 from .test_cards_browser import narrow, open_dsh_web
 
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
@@ -34,22 +32,16 @@ AUTO_PAUSE_AFTER = 3
 def failing_fast(transactional_db, tmp_path, plugin_dsh, dshloop_port, workspace):
     """`serve` on DSH whose loops pause after three failures, a second apart, outcomes and notices
     looked for every second."""
-    ApiToken.objects.create(name=TOKEN_NAME, key_hash=hash_token(TOKEN), prefix=TOKEN[:8], scopes=PLUGIN_SCOPES)
-    server = Dshloop(
+    server = start_dshloop(
         tmp_path,
         dshloop_port,
-        {
-            "DSHLOOP_HOST": "dsh",
-            "DSHLOOP_DSH_URL": plugin_dsh.url,
-            "DSHLOOP_DSH_CWD": str(workspace),
-            "DSHLOOP_RUN_LEASE_SECONDS": "10",
-            "DSHLOOP_HOST_TIMEOUT_SECONDS": "3",
-            "DSHLOOP_AUTO_PAUSE_AFTER": str(AUTO_PAUSE_AFTER),
-            "DSHLOOP_FAILURE_BACKOFF_SECONDS": "1",
-            "DSHLOOP_OUTCOME_POLL_SECONDS": "1",
-            "DSHLOOP_FAILURE_NOTICE_POLL_SECONDS": "1",
-        },
-    ).start()
+        plugin_dsh,
+        workspace,
+        DSHLOOP_AUTO_PAUSE_AFTER=str(AUTO_PAUSE_AFTER),
+        DSHLOOP_FAILURE_BACKOFF_SECONDS="1",
+        DSHLOOP_OUTCOME_POLL_SECONDS="1",
+        DSHLOOP_FAILURE_NOTICE_POLL_SECONDS="1",
+    )
     yield server
     server.stop()
 
