@@ -75,6 +75,7 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
     plugin_dsh, conversation, driver, screenshots
 ):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     loop = create_loop(after(1), target=conversation, created_by=conversation, prompt="Check the build and report")
     Loop.objects.filter(loop_id=loop.loop_id).update(name="build-check")
@@ -102,6 +103,19 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
     assert "failed" in cards(driver)[bad.run_id] and "FAILNOW please" in cards(driver)[bad.run_id]
     driver.execute_script(f"document.querySelector('[data-dshloop-card=\"{run.run_id}\"]').scrollIntoView()")
     driver.save_screenshot(str(screenshots / "dsh-card.png"))
+    # "Open loop" opens DSH Web's Loops panel on that loop, in place: no second site, no sign-in.
+    handles = driver.window_handles
+    driver.find_element(
+        By.CSS_SELECTOR, f'[data-dshloop-card="{bad.run_id}"] [data-dshloop-action="open-loop"]'
+    ).click()
+    panel_loop = f'[data-dshloop-panel="global"] [data-dshloop-loop="{failing.loop_id}"]'
+    [row] = wait_for(
+        lambda: driver.find_elements(By.CSS_SELECTOR, panel_loop), timeout=15, message="the loop in the panel"
+    )
+    assert "FAILNOW please" in row.text and driver.window_handles == handles
+    driver.save_screenshot(str(screenshots / "dsh-card-open-loop.png"))
+    driver.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.ESCAPE)
+    wait_for(lambda: not driver.find_elements(By.CSS_SELECTOR, "[data-dshloop-overlay]"), timeout=5, message="closed")
     # A recurring loop whose turns fail: the composer marks the conversation's loops as failed.
     recurring = create_loop(every(600), target=conversation, created_by=conversation, prompt="FAILNOW again")
     Loop.objects.filter(loop_id=recurring.loop_id).update(next_at=timezone.now())

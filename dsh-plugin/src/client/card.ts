@@ -131,9 +131,11 @@ interface CardProps {
   readonly text: string
   readonly store: CardStore
   readonly fault: boolean
+  /** Opens the loop in DSH Web's Loops panel; false when there is none (the link's page opens instead). */
+  readonly openLoop?: (loopId: string) => boolean
 }
 
-export function LoopCard({ source, text, store, fault }: CardProps): ReactElement {
+export function LoopCard({ source, text, store, fault, openLoop }: CardProps): ReactElement {
   if (fault) throw new Error('dshloop: a fault forced into the loop card (DSHLOOP_FAULT)')
   const [, setVersion] = useState(0)
   const [open, setOpen] = useState(false)
@@ -161,7 +163,19 @@ export function LoopCard({ source, text, store, fault }: CardProps): ReactElemen
     run ? createElement('span', { style: run.failed ? FAILED : undefined }, `· ${run.text}`) : null,
     mark ? createElement('span', { style: FAILED }, `· ${mark}`) : null),
   createElement('div', { style: { ...ROW, marginTop: '2px' } },
-    createElement('a', { href: loop?.panelUrl, target: '_blank', rel: 'noopener', style: LINK }, 'Open loop'),
+    createElement('a', {
+      href: loop?.panelUrl,
+      target: '_blank',
+      rel: 'noopener',
+      'data-dshloop-action': 'open-loop',
+      title: 'This loop in the Loops panel (Ctrl-click: dshloop\'s own panel)',
+      // The Loops panel in place; dshloop's own panel page with a modifier, or where there is none.
+      onClick: (event: { preventDefault(): void; ctrlKey?: boolean; metaKey?: boolean }) => {
+        if (event.ctrlKey || event.metaKey) return
+        if (openLoop?.(source.loopId) === true) event.preventDefault()
+      },
+      style: LINK,
+    }, 'Open loop'),
     createElement('button', { type: 'button', onClick: () => setOpen(!open), style: BUTTON, 'aria-expanded': open },
       open ? 'Hide message' : 'Show message')),
   open ? createElement('pre', { style: PRE }, text) : null)

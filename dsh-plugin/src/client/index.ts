@@ -12,7 +12,7 @@ import { createElement, type FunctionComponent, type ReactElement, useEffect, us
 import type { CardLoop } from '../cards.ts'
 import { type LoopSummary, statusText, summarize } from '../status.ts'
 import { CardBoundary, CardStore, cardSource, LoopCard, messageText } from './card.ts'
-import { LoopsPanel, type PanelDeps, PanelError } from './panel.ts'
+import { LoopsPanel, type PanelDeps, PanelError, type PanelFocus } from './panel.ts'
 
 export const name = 'dshloop-client'
 export const inject = ['slots', 'connection', 'sessions']
@@ -113,13 +113,11 @@ function applyPanel(ctx: ClientContext): void {
       }
     },
   }
-  const overlay = new OverlayState()
-
   const Action = ({ wide }: { wide?: boolean }): ReactElement => createElement('button', {
     type: 'button',
     'data-dshloop-open': 'panel',
     title: 'Every loop, from dshloop',
-    onClick: () => overlay.set(true),
+    onClick: () => overlay.show(),
     style: { ...ACTION, ...(wide === false ? { padding: '6px 0', justifyContent: 'center' } : {}) },
   }, createElement('span', { 'aria-hidden': 'true' }, '⟳'), wide === false ? null : createElement('span', null, 'Loops'))
 
@@ -142,7 +140,8 @@ function applyPanel(ctx: ClientContext): void {
         if (event.target === event.currentTarget) overlay.set(false)
       },
     }, createElement('div', { role: 'dialog', 'aria-label': 'Loops', style: OVERLAY_BOX },
-      createElement(LoopsPanel, { scope: 'global', deps, onClose: () => overlay.set(false) })))
+      // Keyed by the loop it was opened on, so a card's "Open loop" starts it afresh on that loop.
+      createElement(LoopsPanel, { key: overlay.focus?.loopId ?? '', scope: 'global', deps, focus: overlay.focus, onClose: () => overlay.set(false) })))
   }
 
   const Tab = ({ dshloopSessionId }: { dshloopSessionId: string }): ReactElement =>
@@ -157,12 +156,28 @@ function applyPanel(ctx: ClientContext): void {
     label: () => TAB_LABEL,
     inject: sessionId => ({ dshloopSessionId: sessionId }),
   }, Tab))
+  overlay.installed = true
 }
 
-/** Whether the global panel is open: shared by the sidebar's action and the overlay it opens. */
+/**
+ * Whether the global panel is open, and on which loop: shared by the sidebar's action, the loop
+ * cards' "Open loop" and the overlay they open.
+ */
 class OverlayState {
   open = false
+  /** The loop the panel was opened on (a card's), or undefined for the whole list. */
+  focus: PanelFocus | undefined
+  /** Whether the panel's seats were taken: a card opens dshloop's own panel page otherwise. */
+  installed = false
   private readonly listeners = new Set<(open: boolean) => void>()
+
+  /** Opens the panel (on one loop); false when there is no panel in this DSH Web to open. */
+  show(focus?: PanelFocus): boolean {
+    if (!this.installed) return false
+    this.focus = focus
+    this.set(true)
+    return true
+  }
 
   set(open: boolean): void {
     this.open = open
@@ -188,6 +203,8 @@ export function openLoopsTab(from: Element | null): boolean {
   tab.click()
   return true
 }
+
+const overlay = new OverlayState()
 
 const ACTION = {
   display: 'flex',
@@ -280,7 +297,13 @@ function applyCards(ctx: ClientContext): void {
     const source = cardSource(props)
     if (source === undefined) return theirs()
     return createElement(CardBoundary, { fallback: theirs },
-      createElement(LoopCard, { source, text: messageText(props), store, fault: fault() === 'card' }))
+      createElement(LoopCard, {
+        source,
+        text: messageText(props),
+        store,
+        fault: fault() === 'card',
+        openLoop: (loopId: string) => overlay.show({ loopId, state: store.get(loopId)?.state }),
+      }))
   }
   ctx.slots.inject(CHAT_NODE, () => {
     // DSH's own renderer of injected-context rows, which every row that is not ours goes back to.

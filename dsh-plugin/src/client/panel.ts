@@ -96,6 +96,16 @@ interface Filters {
 
 const NO_FILTERS: Filters = { state: '', target: '', session: '', q: '' }
 
+/** A loop the panel opens on: its ID, and its state if known (a completed loop is history, listed apart). */
+export interface PanelFocus {
+  readonly loopId: string
+  readonly state?: string | undefined
+}
+
+function focusFilters(focus: PanelFocus): Filters {
+  return { ...NO_FILTERS, q: focus.loopId, ...(focus.state === 'completed' ? { state: 'completed' } : {}) }
+}
+
 const STATE_OPTIONS: readonly (readonly [string, string])[] = [
   ['', 'Any state'],
   ['scheduled', 'Scheduled'],
@@ -117,6 +127,8 @@ interface PanelProps {
   /** "global", or the session whose tab this is. */
   readonly scope: string
   readonly deps: PanelDeps
+  /** A loop to show on opening (a card's "Open loop"): the filters select it, its runs open. */
+  readonly focus?: PanelFocus | undefined
   readonly onClose?: () => void
 }
 
@@ -129,15 +141,15 @@ function fault(): boolean {
   return (globalThis as { DSHLOOP_FAULT?: unknown }).DSHLOOP_FAULT === 'panel'
 }
 
-function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
+function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
   if (fault()) throw new Error('dshloop: a fault forced into the Loops panel (DSHLOOP_FAULT)')
   const current = scope === 'global' ? undefined : scope
-  const [filters, setFilters] = useState<Filters>(NO_FILTERS)
+  const [filters, setFilters] = useState<Filters>(focus === undefined ? NO_FILTERS : focusFilters(focus))
   const [list, setList] = useState<ListAnswer | undefined>(undefined)
   const [listError, setListError] = useState<string | undefined>(undefined)
   const [version, setVersion] = useState(0)
   const [now, setNow] = useState(() => Date.now())
-  const [openId, setOpenId] = useState<string | undefined>(undefined)
+  const [openId, setOpenId] = useState<string | undefined>(focus?.loopId)
   const [history, setHistory] = useState<{ loopId: string; runs: readonly RunRow[]; events: readonly EventRow[] } | undefined>(undefined)
   const [form, setForm] = useState<{ mode: FormMode; loop?: PanelLoop; values: LoopForm; errors: Record<string, string>; general?: string; busy: boolean } | undefined>(undefined)
   const [delivered, setDelivered] = useState<readonly RunRow[] | undefined>(undefined)
@@ -146,7 +158,7 @@ function PanelBody({ scope, deps, onClose }: PanelProps): ReactElement {
   const [confirming, setConfirming] = useState<string | undefined>(undefined)
   const refresh = (): void => setVersion(value => value + 1)
   // The text filter asks once typing pauses, not once per key.
-  const [q, setQ] = useState('')
+  const [q, setQ] = useState(focus?.loopId ?? '')
   useEffect(() => {
     const timer = setTimeout(() => setQ(filters.q.trim()), TYPING_MS)
     return () => clearTimeout(timer)
