@@ -12,7 +12,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from core.errors import InvalidInput
-from core.schemas import answers
+from core.schemas import Text, answers
 from core.timeutil import to_ms, truncate_to_ms
 from loops.events import Actor, loop_events
 from loops.filters import TEXT_FILTER_MAX, Filters, filtered_loops
@@ -97,10 +97,11 @@ class LoopPageQuery(Schema):
     target: Literal["", "self", "new", "session"] = Field(
         "", description='"self", "new", or "session" for loops targeting an actual session.'
     )
-    session: Annotated[str, Field(max_length=200)] = Field(
+    # Text: no NUL, which PostgreSQL's text cannot hold (a 422 here, never a 500 at the query).
+    session: Annotated[str, Text(200)] = Field(
         "", description="One session's loops: what loop_list with that session_id lists."
     )
-    q: Annotated[str, Field(max_length=TEXT_FILTER_MAX)] = Field(
+    q: Annotated[str, Text(TEXT_FILTER_MAX)] = Field(
         "", description="Text in the prompt (any case), or a loop_id exactly."
     )
     limit: Annotated[int, Field(ge=1, le=200)] = 50
@@ -200,7 +201,7 @@ def loop_events_list(request, loop_id: str, query: Query[EventsQuery]):
 
 
 class SessionRunsQuery(Schema):
-    session: Annotated[str, Field(min_length=1, max_length=200)] = Field(
+    session: Annotated[str, Text(200), Field(min_length=1)] = Field(
         description="The session whose delivered runs to list."
     )
     limit: Annotated[int, Field(ge=1, le=100)] = 20

@@ -128,3 +128,15 @@ def test_a_sessions_runs_are_those_delivered_into_it_newest_first(manage_api, ma
     assert request(manage_api, "GET", "/api/runs", {"session": "ses_nobody"}).json() == {"runs": []}
     missing = request(manage_api, "GET", "/api/runs")
     assert missing.status_code == 422 and error_of(missing)["code"] == "invalid_input"
+
+
+def test_a_nul_in_a_filter_is_refused_on_its_field_never_a_500(manage_api):
+    """PostgreSQL's text cannot hold NUL: the query refuses it (422) before it reaches a filter."""
+    for path, params, field in (
+        ("/api/loops", {"q": "a\x00b"}, "q"),
+        ("/api/loops", {"session": "ses\x00"}, "session"),
+        ("/api/runs", {"session": "ses\x00"}, "session"),
+    ):
+        answer = request(manage_api, "GET", path, params)
+        assert answer.status_code == 422, (path, params, answer.content)
+        assert error_of(answer)["code"] == "invalid_input" and field in error_of(answer)["field"], answer.content
