@@ -16,6 +16,9 @@ DATABASE_ERRORS = (OperationalError, InterfaceError)
 # client-side failure (connection refused, connection closed) has no SQLSTATE at all. Deadlocks and
 # serialization failures (40) are not here: a request meeting one is a bug to fix, not an outage.
 _PG_UNAVAILABLE_STATES = ("08", "57P", "53")
+# Class 40: a deadlock or a serialization failure rolled the transaction back; the same work tried
+# again later goes through (a scheduler's delivery retries it; a request answers it as a bug).
+_PG_ROLLED_BACK_STATE = "40"
 # SQLite's words for a file another process holds locked past the busy timeout, or cannot open.
 _SQLITE_UNAVAILABLE = ("database is locked", "database table is locked", "unable to open database", "disk I/O error")
 # Seconds a client is asked to wait (Retry-After) while the database is away: a restart takes a
@@ -133,7 +136,7 @@ def database_unavailable(exc: BaseException) -> bool:
     # process should load PostgreSQL's driver (megabytes of imports) just to be able to name its errors.
     psycopg, sqlite3 = sys.modules.get("psycopg"), sys.modules.get("sqlite3")
     if psycopg is not None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        driver_error = exc
+        driver_error: BaseException | None = exc
     elif isinstance(exc, DATABASE_ERRORS):
         driver_error = exc.__cause__  # Django raises its own class `from` the driver's error
     else:
@@ -144,6 +147,17 @@ def database_unavailable(exc: BaseException) -> bool:
     if sqlite3 is not None and isinstance(driver_error, sqlite3.Error):
         return str(driver_error).startswith(_SQLITE_UNAVAILABLE)
     return True  # Django's own, with no driver error behind it: "connection already closed"
+
+
+def transaction_rolled_back(exc: BaseException) -> bool:
+    """Whether PostgreSQL rolled `exc`'s transaction back for a deadlock or a serialization failure
+    (SQLSTATE class 40): nothing wrong with the work, which goes through when tried again."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return False
+    driver_error = exc if isinstance(exc, psycopg.Error) else exc.__cause__
+    state = driver_error.sqlstate if isinstance(driver_error, psycopg.Error) else None
+    return state is not None and state.startswith(_PG_ROLLED_BACK_STATE)
 
 
 def one_line(exc: BaseException) -> str:

@@ -34,7 +34,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.bulk import update_rows
-from core.errors import database_unavailable, one_line
+from core.errors import database_unavailable, one_line, transaction_rolled_back
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
 from loops import ends
 from loops.counters import Tally
@@ -296,8 +296,10 @@ def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | 
 def refused(exc: DatabaseError) -> HostError:
     """A write the database refused (a constraint, a trigger) is refused again on a retry: the run
     fails at once, with the database's words. Unless the database could not be reached: then
-    nothing of the batch can be recorded either, and it is re-driven."""
-    return HostError(f"The database refused this delivery: {one_line(exc)}", transient=database_unavailable(exc))
+    nothing of the batch can be recorded either, and it is re-driven; or it broke a deadlock (a
+    message delivered alone takes its session's lock out of the batch's order): then it is retried."""
+    transient = database_unavailable(exc) or transaction_rolled_back(exc)
+    return HostError(f"The database refused this delivery: {one_line(exc)}", transient=transient)
 
 
 def _still_leased(runs: list[RunRow]) -> list[RunRow]:

@@ -30,14 +30,15 @@ BAD = "ses_bad"
 REFUSAL = "refused by the test trigger"
 
 
-def _refuse(table: str, operation: str, session_id: str) -> None:
-    """A trigger that makes the database refuse `operation` (INSERT, UPDATE) of one session's rows."""
+def _refuse(table: str, operation: str, session_id: str, sqlstate: str = "P0001") -> None:
+    """A trigger that makes the database refuse `operation` (INSERT, UPDATE) of one session's rows
+    (on PostgreSQL with `sqlstate`: P0001 is plpgsql's own, a refusal a retry meets again)."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
                 f"CREATE FUNCTION refuse_{operation}() RETURNS trigger AS $$ BEGIN "
-                f"IF NEW.session_id = '{session_id}' THEN RAISE EXCEPTION '{REFUSAL}'; END IF; "
-                "RETURN NEW; END $$ LANGUAGE plpgsql"
+                f"IF NEW.session_id = '{session_id}' THEN RAISE EXCEPTION '{REFUSAL}' USING ERRCODE = '{sqlstate}'; "
+                "END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
             )
             cursor.execute(
                 f"CREATE TRIGGER refuse_{operation} BEFORE {operation} ON {table} "
@@ -104,6 +105,24 @@ def test_one_refused_message_fails_alone_and_the_rest_of_its_batch_is_delivered(
     assert not InboxMessage.objects.filter(session_id=BAD).exists()
     assert Loop.objects.get(loop_id=loops[BAD].loop_id).last_result == RunStatus.FAILED
     assert {Loop.objects.get(loop_id=loops[g].loop_id).last_result for g in GOOD} == {RunStatus.DELIVERED}
+
+
+def test_a_message_that_met_a_deadlock_is_retried_not_failed(batch):
+    """A message delivered alone takes its session's inbox lock outside its batch's order, so it can
+    meet a deadlock with another scheduler's batch (SQLSTATE 40P01): nothing is wrong with it, so its
+    run is retried later rather than failed; the rest of its batch is delivered."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite has no deadlocks between writers (it serializes them)")
+    loops, run_ids = batch
+    _refuse(InboxMessage._meta.db_table, "INSERT", BAD, sqlstate="40P01")
+
+    _deliver(run_ids)
+
+    runs = {run.loop_id: run for run in LoopRun.objects.filter(run_id__in=run_ids)}
+    assert {runs[loops[g].loop_id].status for g in GOOD} == {RunStatus.DELIVERED}
+    bad = runs[loops[BAD].loop_id]
+    assert (bad.status, bad.retry_at is not None) == (RunStatus.CLAIMED, True), (bad.status, bad.error)
+    assert REFUSAL in bad.error
 
 
 def test_the_next_batch_after_a_refusal_is_delivered_too(batch):
