@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 
 from core.errors import InvalidInput
 from core.timeutil import to_ms
 from loops import ends
 from loops.events import SCHEDULER, Actor, record_event
-from loops.models import EventKind, Loop, LoopState
-from loops.runs import free_rows
+from loops.models import EventKind, Loop, LoopRun, LoopState
+from loops.runs import OPEN_STATUSES, free_rows
 from loops.services.locking import has_open_run
 
 _ENDABLE = (LoopState.SCHEDULED, LoopState.RUNNING, LoopState.PAUSED)
@@ -78,11 +78,15 @@ END_BATCH = 200  # paused loops ended per housekeeping step
 def end_passed_loops(*, now: datetime, limit: int = END_BATCH) -> int:
     """contract §16: a paused loop whose ends_at has passed completes without a run, as does a
     scheduled one whose next deadline lies past it (a due one is left to the claim, which delivers
-    its last occurrence). One bounded batch (loop_ends_idx); returns how many it ended (a full
+    its last occurrence). A loop with a run still open (a paused loop's run in retry, or leased to a
+    remote host) waits for it: that run's record (skipped, for a paused loop) comes first, and the
+    next pass ends the loop. One bounded batch (loop_ends_idx); returns how many it ended (a full
     batch: more may remain)."""
     nothing_left = Q(state=LoopState.SCHEDULED) & (Q(next_at__isnull=True) | Q(next_at__gt=F("ends_at")))
+    open_run = LoopRun.objects.filter(loop_id=OuterRef("loop_id"), status__in=OPEN_STATUSES)
     with transaction.atomic(durable=True):
-        due = Loop.objects.filter(Q(state=LoopState.PAUSED) | nothing_left, ends_at__lte=now).order_by("ends_at")
+        due = Loop.objects.filter(Q(state=LoopState.PAUSED) | nothing_left, ends_at__lte=now).exclude(Exists(open_run))
+        due = due.order_by("ends_at")
         loops = list(free_rows(due)[:limit])
         for loop in loops:
             loop_end(loop, ends.ENDS_AT, now=now)

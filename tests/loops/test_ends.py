@@ -134,6 +134,28 @@ def test_a_paused_loop_that_passes_its_ends_at_completes_without_a_run(make, ops
     assert [event["kind"] for event in events(ops, loop_id)][:2] == ["ended", "paused"]
 
 
+def test_a_paused_loop_whose_run_is_still_open_ends_once_that_run_is_recorded(make, ops):
+    """Paused while its run waits for a retry: the run is recorded skipped at its next attempt (the
+    loop was paused first), never delivered to a completed loop; then the loop ends."""
+    loop_id = make(every(60))["loop_id"]
+    end = T0 + s(90)
+    patch(ops, loop_id, {"ends_at": to_ms(end)})
+    with time_machine.travel(T0 + s(60), tick=False):
+        [run_id] = claim_due(now=T0 + s(60))
+    LoopRun.objects.filter(run_id=run_id).update(retry_at=T0 + s(120))  # a transient failure's backoff
+    ops("POST", loop_id, "pause", at=T0 + s(70))
+
+    assert end_passed_loops(now=end + s(10)) == 0
+    assert detail(ops, loop_id, at=end + s(10))["state"] == "paused"
+    with time_machine.travel(T0 + s(120), tick=False):
+        deliver_runs([run_id])
+    run = LoopRun.objects.get(run_id=run_id)
+    assert run.status == RunStatus.SKIPPED and run.finished_at is not None
+    assert end_passed_loops(now=T0 + s(121)) == 1
+    ended = detail(ops, loop_id, at=T0 + s(121))
+    assert (ended["state"], ended["runs_delivered"]) == ("completed", 0)
+
+
 def test_a_scheduled_loop_left_waiting_past_its_end_is_completed_but_a_due_one_is_left_to_the_claim(make, ops):
     # Its ends_at was edited while its last run was being delivered to a remote host, whose record
     # read the loop before the edit: it waits on a deadline past its end.
