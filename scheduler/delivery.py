@@ -265,7 +265,7 @@ def _deliver_and_record(runs: list[RunRow], loops: dict[str, DeliveryLoop], host
         for run, values in settled:
             for name, value in zip(_SETTLED, values, strict=True):
                 setattr(run, name, value)
-        _record(_attempts(host, prepared), loops, now)
+        _record(_attempts(host, prepared), loops, now, after_inbox=True)
         return
     _log(expected, now)
 
@@ -322,10 +322,18 @@ def _still_leased(runs: list[RunRow]) -> list[RunRow]:
     return [run for run in runs if run.run_id in current]
 
 
-def _record(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime, *, finish: bool = True) -> Tally:
+def _record(
+    attempts: list[Attempt],
+    loops: dict[str, DeliveryLoop],
+    now: datetime,
+    *,
+    finish: bool = True,
+    after_inbox: bool = False,
+) -> Tally:
     """Record a batch of attempts and update their loops; the caller holds the transaction and
     the runs' rows (taken or still leased). Then the batch's metric counters and one log line per
-    occurrence, unless `finish` is False: the caller finishes with the Tally returned and _log."""
+    occurrence, unless `finish` is False: the caller finishes with the Tally returned and _log.
+    `after_inbox`: the transaction took inbox locks (an embedded host's messages delivered first)."""
     tally = Tally()
     for attempt in attempts:
         # A host may report the turn's end before the delivery is recorded (contract §10).
@@ -339,9 +347,9 @@ def _record(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: dateti
     update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in attempts])
     _update_loops(attempts, loops, now)
     if finish:
-        # After the messages of a delivery that delivers first (an embedded host's batch that did
-        # not go as expected; a remote host's, which takes no inbox lock).
-        tally.save(after_inbox=True)
+        # After the messages of an embedded host's batch that did not go as expected: the shard kept
+        # for holders of inbox locks. A remote host's takes none: any shard, as the claims'.
+        tally.save(after_inbox=after_inbox)
         _log(attempts, now)
     return tally
 

@@ -112,13 +112,18 @@ def recipient(host: Host, episode: FailureEpisode) -> SessionInfo | None:
 
 
 def _attempt(host: Host, episode: FailureEpisode) -> Sent:
+    chosen = ""  # the session this attempt delivers into, kept for a retry
     try:
-        session = recipient(host, episode)
+        # A retry goes where the first attempt went, if that session is still there: a host that
+        # took the message but did not answer keeps one copy per session only.
+        earlier = host.get_session(episode.notice_session_id) if episode.notice_session_id else None
+        session = earlier or recipient(host, episode)
         if session is None:
             why = "its creator session is gone" if episode.creator_session_id else "the loop has no creator session"
             return Sent(
                 episode, NoticeStatus.SKIPPED, error=f"Not sent: {why} and there is no global interface session."
             )
+        chosen = session.session_id
         if session.status == SessionStatus.COLD:  # spec §5: woken like a loop's target
             session = host.resume_session(session.session_id)
         [result] = host.deliver_many([notice_message(episode, session.session_id)])
@@ -132,7 +137,11 @@ def _attempt(host: Host, episode: FailureEpisode) -> Sent:
         error, transient = f"Unexpected error: {one_line(exc)}", True
     if transient and episode.notice_attempts < MAX_ATTEMPTS:
         return Sent(
-            episode, NoticeStatus.PENDING, error=error, retry_at=timezone.now() + backoff(episode.notice_attempts)
+            episode,
+            NoticeStatus.PENDING,
+            session_id=chosen,
+            error=error,
+            retry_at=timezone.now() + backoff(episode.notice_attempts),
         )
     return Sent(episode, NoticeStatus.FAILED, error=error)
 

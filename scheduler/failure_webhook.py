@@ -92,6 +92,9 @@ def post_event(client: httpx.Client, episode: FailureEpisode) -> Posted:
         response = client.post(settings.DSHLOOP_FAILURE_WEBHOOK_URL, content=body, headers=headers)
     except httpx.HTTPError as exc:
         return Posted(episode, f"{type(exc).__name__}: {one_line(exc) or 'no answer'}")
+    except Exception as exc:  # noqa: BLE001 - recorded as a failed attempt, so it is retried and given up in time
+        logger.error("posting the failure event %s raised %s", episode.key, type(exc).__name__)
+        return Posted(episode, f"Unexpected error: {type(exc).__name__}")
     if not response.is_success:
         return Posted(episode, f"HTTP {response.status_code}")
     return Posted(episode)

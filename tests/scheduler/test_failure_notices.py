@@ -123,6 +123,17 @@ def test_a_sender_that_died_after_delivering_leaves_one_notice(fail_until_paused
     assert (episode.notice_status, episode.notice_attempts) == ("delivered", 2)
 
 
+def test_a_retry_goes_where_the_first_attempt_went(fail_until_paused, host, global_session):
+    """A host that took the notice but did not answer keeps one copy per session: the retry goes to
+    the session the first attempt chose, even if the rule would now choose another."""
+    fail_until_paused()
+    # The first attempt chose self (say the creator was briefly unknown) and did not hear back.
+    FailureEpisode.objects.update(notice_session_id="ses_global")
+    assert send(T0 + s(200)) == 1
+    assert [m["source"]["notice"] for m in host.messages("ses_global")] == [True]
+    assert not host.messages("ses_caller")
+
+
 def test_no_notice_with_notices_off(fail_until_paused, host, settings):
     settings.DSHLOOP_FAILURE_NOTICES = False
     fail_until_paused()
