@@ -108,7 +108,7 @@ else
 fi
 cat <<EOF
 
-  DSH Web:  $DSH_URL   the loop tools in every agent, each conversation's loops in its composer
+  DSH Web:  $DSH_URL   the loop tools in every agent, each conversation's loops in its composer and Loops tab, every loop under Loops in the sidebar
   dshloop:  $DSHLOOP_URL/panel/   sign in with the admin user printed the first time ($DSHLOOP_URL/admin/)
   model:    $model
   Ctrl-C stops both.
