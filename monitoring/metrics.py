@@ -78,26 +78,29 @@ def _unattended_metrics(totals: dict[str, int]):
 
 def _failure_metrics(totals: dict[str, int]):
     """contract §16: what became of the failure episodes' notices and webhook events."""
-    notices = CounterMetricFamily(
+
+    def ended(name: str, documentation: str, results, count_name) -> CounterMetricFamily:
+        """A family by `result`: each way an episode's notice or event ended (not pending)."""
+        family = CounterMetricFamily(name, documentation, labels=["result"])
+        for result in results.values:
+            if result != results.PENDING:
+                family.add_metric([result], totals.get(count_name(result), 0))
+        return family
+
+    yield ended(
         "dshloop_failure_notices",
         "Failure notices by how they ended: delivered into the creator or global session, skipped (neither "
         "exists), failed (the host refused it, or kept failing).",
-        labels=["result"],
+        NoticeStatus,
+        counters.notices_name,
     )
-    for result in NoticeStatus.values:
-        if result != NoticeStatus.PENDING:
-            notices.add_metric([result], totals.get(counters.notices_name(result), 0))
-    yield notices
-    webhook = CounterMetricFamily(
+    yield ended(
         "dshloop_failure_webhook_events",
         "Failure webhook events by how they ended: sent (a 2xx answer), failed (given up after "
         "DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS).",
-        labels=["result"],
+        WebhookStatus,
+        counters.webhook_name,
     )
-    for result in WebhookStatus.values:
-        if result != WebhookStatus.PENDING:
-            webhook.add_metric([result], totals.get(counters.webhook_name(result), 0))
-    yield webhook
     yield CounterMetricFamily(
         "dshloop_failure_webhook_attempt_failures",
         "Failure webhook POSTs that failed (an error, a timeout, a non-2xx answer); each is retried with "
