@@ -23,15 +23,7 @@ from loops import ends, schedules
 from loops.counters import Tally
 from loops.events import SCHEDULER, record_event
 from loops.humanize import short_span
-from loops.models import (
-    SCHEDULE_COLUMNS,
-    EventKind,
-    Loop,
-    LoopRun,
-    LoopState,
-    Overlap,
-    RunStatus,
-)
+from loops.models import SCHEDULE_COLUMNS, EventKind, Loop, LoopRun, LoopState, Overlap, RunStatus
 from loops.occurrence_log import log_occurrence
 from loops.queue import enqueue_deliveries
 from loops.runs import (
@@ -131,8 +123,9 @@ def _advance(loop: Loop, now: datetime) -> tuple[NewRun | None, str | None]:
     contract §16 (loops.ends): the catch-up looks no further than the loop's ends_at, so its run is
     the last occurrence before the end however long the downtime. A loop with nothing left to run
     (a deadline past its end, its max_runs delivered) returns no run, completed; the second item
-    names the bound that completed the loop (its `ended` event), else None. A run whose next occurrence lies past the end is the loop's last: its record ends the
-    loop (scheduler.delivery); one skipped here for the misfire grace ends it now."""
+    names the bound that completed the loop (its `ended` event), else None. A run whose next
+    occurrence lies past the end is the loop's last: its record ends the loop
+    (scheduler.delivery); one skipped here for the misfire grace ends it now."""
     due_at = _deadline(loop)
     bound = ends.bound_reached(
         next_at=due_at, ends_at=loop.ends_at, runs_delivered=loop.runs_delivered, max_runs=loop.max_runs
