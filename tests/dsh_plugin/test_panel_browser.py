@@ -93,6 +93,16 @@ def press(driver, scope: str, loop_id: str, action: str) -> None:
     ).click()
 
 
+def retype(field, text: str) -> None:
+    """Replace a field's text with key presses, as a person does: Selenium's clear() sets the value
+    behind React's back, so the next render puts the old text back and the typing lands after it."""
+    from selenium.webdriver.common.keys import Keys
+
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys(Keys.BACKSPACE)
+    field.send_keys(text)
+
+
 def runs_of(loop_id: str) -> list[LoopRun]:
     return list(LoopRun.objects.filter(loop_id=loop_id).order_by("scheduled_at"))
 
@@ -166,8 +176,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         form = wait_for(lambda: panel.find_elements(By.CSS_SELECTOR, '[data-dshloop-form="create"]'), timeout=5)[0]
         form.find_element(By.NAME, "prompt").send_keys("Panel made report")
         seconds = form.find_element(By.NAME, "seconds")
-        seconds.clear()
-        seconds.send_keys("0")
+        retype(seconds, "0")
         Select(form.find_element(By.NAME, "target")).select_by_value("session")
         picker = wait_for(lambda: form.find_elements(By.NAME, "session"), timeout=5)[0]
         wait_for(lambda: f"{beta_title} ({beta})" in picker.text, timeout=10, message="B in the session picker")
@@ -179,8 +188,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
             message="dshloop's refusal on its field",
         )[0]
         assert "every_seconds" in refusal.text or "at least" in refusal.text, refusal.text
-        seconds.clear()
-        seconds.send_keys("900")
+        retype(seconds, "900")
         form.find_element(By.CSS_SELECTOR, '[data-dshloop-action="save"]').click()
         made = wait_for(lambda: Loop.objects.filter(prompt="Panel made report").first(), timeout=10, message="the loop")
         loop_id = made.loop_id
@@ -195,9 +203,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         press(driver, "global", loop_id, "edit")
         editing = wait_for(lambda: panel.find_elements(By.CSS_SELECTOR, '[data-dshloop-form="edit"]'), timeout=5)[0]
         editing.find_element(By.NAME, "name").send_keys("Beta report")
-        again = editing.find_element(By.NAME, "seconds")
-        again.clear()
-        again.send_keys("1200")
+        retype(editing.find_element(By.NAME, "seconds"), "1200")
         editing.find_element(By.NAME, "max_runs").send_keys("5")  # contract §16: where it ends
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editing)
         driver.save_screenshot(str(screenshots / "dsh-panel-edit.png"))

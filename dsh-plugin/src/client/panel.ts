@@ -267,7 +267,8 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
       form,
       sessions: sessions ?? [],
       current,
-      onChange: (values: LoopForm) => setForm({ ...form, values }),
+      // From the latest state, not this render's: two quick keystrokes must both land.
+      onField: (key: keyof LoopForm, value: string) => setForm(previous => previous === undefined ? previous : { ...previous, values: { ...previous.values, [key]: value } }),
       onCancel: () => setForm(undefined),
       onSubmit: () => void submit(),
     }) : null,
@@ -313,13 +314,16 @@ function Delivered({ sessionId, runs, loops, now }: { sessionId: string; runs: r
 
 interface FilterBarProps {
   readonly filters: Filters
-  readonly setFilters: (filters: Filters) => void
+  readonly setFilters: (update: (previous: Filters) => Filters) => void
   readonly global: boolean
   readonly sessions: readonly SessionRow[]
 }
 
 function FilterBar({ filters, setFilters, global, sessions }: FilterBarProps): ReactElement {
-  const set = (key: keyof Filters) => (event: { target: { value: string } }) => setFilters({ ...filters, [key]: event.target.value })
+  const set = (key: keyof Filters) => (event: { target: { value: string } }) => {
+    const value = event.target.value
+    setFilters(previous => ({ ...previous, [key]: value }))
+  }
   return h('div', { style: ROW },
     select('dshloop-filter-state', filters.state, STATE_OPTIONS, set('state')),
     global ? select('dshloop-filter-target', filters.target, TARGET_OPTIONS, set('target')) : null,
@@ -414,12 +418,12 @@ interface FormProps {
   readonly form: { readonly mode: FormMode; readonly loop?: PanelLoop; readonly values: LoopForm; readonly errors: Record<string, string>; readonly general?: string; readonly busy: boolean }
   readonly sessions: readonly SessionRow[]
   readonly current: string | undefined
-  readonly onChange: (values: LoopForm) => void
+  readonly onField: (key: keyof LoopForm, value: string) => void
   readonly onCancel: () => void
   readonly onSubmit: () => void
 }
 
-function LoopFormView({ form, sessions, current, onChange, onCancel, onSubmit }: FormProps): ReactElement {
+function LoopFormView({ form, sessions, current, onField, onCancel, onSubmit }: FormProps): ReactElement {
   const unattended = form.loop?.session_id === 'new'
   const targets: (readonly [string, string])[] = [
     ...(current === undefined ? [] : [['current', 'This conversation'] as const]),
@@ -443,7 +447,7 @@ function LoopFormView({ form, sessions, current, onChange, onCancel, onSubmit }:
   h('strong', null, form.mode === 'create' ? 'New loop' : `Edit ${form.loop?.loop_id ?? ''}`),
   ...FORM_FIELDS.filter(spec => spec.show(form.values, form.mode, unattended)).map(spec => {
     const value = form.values[spec.key]
-    const onInput = (event: { target: { value: string } }) => onChange({ ...form.values, [spec.key]: event.target.value })
+    const onInput = (event: { target: { value: string } }) => onField(spec.key, event.target.value)
     const error = form.errors[spec.key]
     const options = optionsOf(spec.key)
     const control = spec.control === 'textarea'
