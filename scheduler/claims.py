@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -19,11 +21,12 @@ from django.db.models import F, Min
 from django.utils import timezone
 
 from core.bulk import insert_rows, update_rows
+from core.errors import one_line
 from loops import ends, schedules
 from loops.counters import Tally
 from loops.events import SCHEDULER, record_event
 from loops.humanize import short_span
-from loops.models import SCHEDULE_COLUMNS, EventKind, Loop, LoopRun, LoopState, Overlap, RunStatus
+from loops.models import ONE_SHOT_KINDS, SCHEDULE_COLUMNS, EventKind, Loop, LoopRun, LoopState, Overlap, RunStatus
 from loops.occurrence_log import log_occurrence
 from loops.queue import enqueue_deliveries
 from loops.runs import (
@@ -35,12 +38,17 @@ from loops.runs import (
     skip_reason,
     skipped_occurrence_key,
 )
-from scheduler.rows import NEW_RUN_COLUMNS, NewRun
+from scheduler.prepare import prepare
+from scheduler.rows import LOOP_COLUMNS, NEW_RUN_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, NewRun, RunRow
 from scheduler.stored_times import Repairs, earliest_deadline, in_stored_form, settle, stored, stores_text
+from scheduler.targets import BatchView
 from scheduler.unattended import Capacity, capacity_reason, overlap_reason
+from sessions_app.hosts import get_host
+from sessions_app.hosts.base import Host, HostError, Message
 from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.clock")
+delivery_logger = logging.getLogger("dshloop.delivery")  # a claim's own deliveries log as the others
 
 CLAIM_BATCH = 500  # loops per claim transaction: two delivery tasks (scheduler.tasks)
 
@@ -168,12 +176,16 @@ def _end(loop: Loop) -> None:
 _CLAIM_FIELDS = ["loop_id", "state", "next_at", *SCHEDULE_COLUMNS]
 _CLAIM_FIELDS += ["created_at", "schedule_from", "session_id", "revision", "overlap"]
 _CLAIM_FIELDS += ["ends_at", "max_runs", "runs_delivered"]
+# And what delivering its run reads of it (scheduler.rows.DeliveryLoop), for a claim that delivers.
+_DELIVERY_FIELDS = [name for name in LOOP_COLUMNS if name not in _CLAIM_FIELDS]
 
 
 class Claimed(list[str]):
-    """The run IDs a claim made to deliver, and how many due `new` loops it left waiting for a free
-    slot (scheduler.unattended): while some wait, the clock polls for a freed slot."""
+    """The run IDs a claim enqueued to deliver; how many it delivered itself (claim_due's
+    `deliver`); and how many due `new` loops it left waiting for a free slot
+    (scheduler.unattended): while some wait, the clock polls for a freed slot."""
 
+    delivered = 0
     waiting = 0
 
 
@@ -198,29 +210,18 @@ def _bound_fresh_run(loop: Loop, run: NewRun, due_at: datetime | None, now: date
     return False
 
 
-def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
-    """Claim up to `limit` due loops in one short transaction; returns the new run IDs."""
+def claim_due(*, now: datetime, limit: int = CLAIM_BATCH, deliver: bool = False) -> Claimed:
+    """Claim up to `limit` due loops in one short transaction; returns the run IDs it enqueued.
+
+    `deliver` (the clock's claims): on the embedded host, whose messages are rows in this database,
+    the claim delivers what it can itself, in its own transaction (_deliver_here), and enqueues
+    only the rest."""
     capacity = Capacity(now)
+    host = get_host() if deliver else None
+    if host is not None and not host.capabilities.transactional:
+        host = None  # a remote host's deliveries are side effects: never inside a claim
     with transaction.atomic(durable=True):
-        due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
-        if stores_text():
-            # Only deadlines in Django's form, whose text order is time order: the others wait for
-            # their repair (scheduler.stored_times), however many, and never hold up due work. Read
-            # as stored, not through Django's converter: an impossible date in that form ("2026-13-45
-            # …") must not fail the batch.
-            due = stored(in_stored_form(due)).only(*(name for name in _CLAIM_FIELDS if name != "next_at"))
-        else:
-            due = due.only(*_CLAIM_FIELDS)
-        loops = list(free_rows(due)[:limit])
-        if stores_text():
-            repairs = Repairs()
-            # `due` was read through stored() on this path (the type of `due` is the other path's).
-            raws = [(loop, loop.stored_next_at) for loop in loops]  # type: ignore[attr-defined]
-            moments = settle(raws, now=now, repairs=repairs)
-            repairs.log("claim")
-            loops = [loop for loop in loops if loop.loop_id in moments]  # the others were set aside
-            for loop in loops:
-                loop.next_at = moments[loop.loop_id]
+        loops = _due_loops(now, limit, for_delivery=host is not None)
         runs, advanced, tally, misfired = [], [], Tally(), set()
         ended: list[tuple[Loop, str]] = []  # contract §16: loops this claim completed, and their bound
         for loop in loops:
@@ -255,32 +256,195 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH) -> Claimed:
                 ended.append((loop, bound))
             if run is not None:
                 runs.append(run)
-        update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in advanced])
-        for loop, bound in ended:
-            changes = ends.ended_changes(
-                bound,
-                ends_at=loop.ends_at,
-                max_runs=loop.max_runs,
-                runs_delivered=loop.runs_delivered,
-                now=now,
-            )
-            record_event(loop, EventKind.ENDED, SCHEDULER, at=now, changes=changes)
+        batch = _Batch(runs, advanced, ended, {loop.loop_id: loop for loop in loops}, tally, misfired, now)
+        delivered = batch.write_delivering(host) if host is not None else None
+        claimed = delivered if delivered is not None else batch.write()
+        claimed.waiting = capacity.waiting
+    return claimed
+
+
+def _due_loops(now: datetime, limit: int, *, for_delivery: bool) -> list[Loop]:
+    """The due loops this claim takes, locked (PostgreSQL) and each with a deadline in Django's form."""
+    fields = [*_CLAIM_FIELDS, *(_DELIVERY_FIELDS if for_delivery else ())]
+    due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
+    if not stores_text():
+        return list(free_rows(due.only(*fields))[:limit])
+    # Only deadlines in Django's form, whose text order is time order: the others wait for their
+    # repair (scheduler.stored_times), however many, and never hold up due work. Read as stored,
+    # not through Django's converter: an impossible date in that form ("2026-13-45 …") must not
+    # fail the batch.
+    loops = list(free_rows(stored(in_stored_form(due)).only(*(name for name in fields if name != "next_at")))[:limit])
+    repairs = Repairs()
+    raws = [(loop, loop.stored_next_at) for loop in loops]
+    moments = settle(raws, now=now, repairs=repairs)
+    repairs.log("claim")
+    settled: list[Loop] = [loop for loop in loops if loop.loop_id in moments]  # the others were set aside
+    for loop in settled:
+        loop.next_at = moments[loop.loop_id]
+    return settled
+
+
+class _NotAsExpected(Exception):
+    """The embedded host did not take every message a claim delivered itself."""
+
+
+class _Batch:
+    """What one claim has decided, to be written: its runs, its loops moved on, those it ended."""
+
+    def __init__(
+        self,
+        runs: list[NewRun],
+        advanced: list[Loop],
+        ended: list[tuple[Loop, str]],
+        loops: dict[str, Loop],
+        tally: Tally,
+        misfired: set[str],
+        now: datetime,
+    ):
+        self.runs, self.advanced, self.ended, self.loops = runs, advanced, ended, loops
+        self.tally, self.misfired, self.now = tally, misfired, now
+
+    def write(self) -> Claimed:
+        """Write the claim: its runs are enqueued for the delivery path."""
+        return self._write(self.runs, None)
+
+    def write_delivering(self, host: Host) -> Claimed | None:
+        """Write the claim, delivering on the embedded host what it can itself, in a savepoint: None
+        if that did not go as expected (undone: the caller writes the claim again with write())."""
+        runs, counts = [replace(run) for run in self.runs], Counter(self.tally.counts)
+        try:
+            with transaction.atomic():
+                return self._write(runs, host)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the delivery path finds the one that fails
+            if not isinstance(exc, _NotAsExpected):
+                logger.warning("a claim delivering its runs raised (%s); enqueueing them instead", one_line(exc))
+            self.tally.counts = counts
+            return None
+
+    def _write(self, runs: list[NewRun], host: Host | None) -> Claimed:
+        now, tally = self.now, self.tally
+        here = _deliver_here(runs, self.loops, host, now) if host is not None else {}
         # The unique occurrence key is the last guard against a double dispatch: a run that holds
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.
         inserted = _insert(runs, skip_conflicts=True)
-        by_id = {loop.loop_id: loop for loop in loops}
-        _skip_taken([run for run in runs if run.run_id not in inserted], by_id, now, tally, misfired)
-        _record_misfires(
-            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], by_id, now, tally
+        for run in runs:
+            if run.run_id in here and run.run_id not in inserted:
+                del here[run.run_id]
+                _reclaim(run, now)
+        delivered = {run.loop_id: run for run in runs if run.run_id in here}
+        update_rows(
+            Loop,
+            ("state", "next_at"),
+            [[loop.loop_id, loop.state, loop.next_at] for loop in self.advanced if loop.loop_id not in delivered],
         )
+        _record_delivered([self.loops[loop_id] for loop_id in delivered], now)
+        for loop, bound in self.ended:
+            changes = ends.ended_changes(
+                bound, ends_at=loop.ends_at, max_runs=loop.max_runs, runs_delivered=loop.runs_delivered, now=now
+            )
+            record_event(loop, EventKind.ENDED, SCHEDULER, at=now, changes=changes)
+        _skip_taken([run for run in runs if run.run_id not in inserted], self.loops, now, tally, self.misfired)
+        _record_misfires(
+            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], self.loops, now, tally
+        )
+        for run in delivered.values():
+            tally.finished(RunStatus.DELIVERED)
+            tally.delivered_late(run.scheduled_at, now)
         tally.missed(sum(run.missed for run in runs))
-        tally.save()
+        tally.save()  # before the inbox locks (Tally.save)
         # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
-        run_ids = Claimed(run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED)
-        run_ids.waiting = capacity.waiting
-        enqueue_deliveries(run_ids)
-    return run_ids
+        claimed = Claimed(run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED)
+        claimed.delivered = len(delivered)
+        enqueue_deliveries(claimed)
+        if here and host is not None:
+            # Last, as a delivery's messages (scheduler.delivery): their inbox locks are held for the
+            # INSERT and the commit only.
+            if any(isinstance(result, HostError) for result in host.deliver_many(list(here.values()))):
+                raise _NotAsExpected
+            for run in delivered.values():
+                log_occurrence(delivery_logger, logging.INFO, run, RunStatus.DELIVERED, now=now)
+        return claimed
+
+
+def _deliverable(run: NewRun, loop: Loop) -> bool:
+    """Whether a claim delivers this run itself: a recurring loop's occurrence into a session that
+    exists (or `self`), which is not the loop's last. The others take the delivery path, which
+    knows about fresh sessions, their slots and outcomes, and ending a loop (scheduler.delivery)."""
+    return (
+        run.status == RunStatus.CLAIMED
+        and loop.session_id != ReservedTarget.NEW
+        and loop.kind not in ONE_SHOT_KINDS
+        and not ends.runs_reached(loop.runs_delivered + 1, loop.max_runs)
+        and not ends.past_end(loop.next_at, loop.ends_at)
+    )
+
+
+def _deliver_here(runs: list[NewRun], loops: dict[str, Loop], host: Host, now: datetime) -> dict[str, Message]:
+    """The messages of the runs this claim delivers itself, by run ID; each of those runs is set
+    delivered. A run whose target cannot be had now (gone, or a host error) is left claimed: the
+    delivery path records why, or retries it."""
+    candidates = [run for run in runs if _deliverable(run, loops[run.loop_id])]
+    if not candidates:
+        return {}
+    view = BatchView(host, {loops[run.loop_id].session_id for run in candidates})
+    messages = {}
+    for run in candidates:
+        loop = loops[run.loop_id]
+        row = RunRow(*(getattr(run, name) for name in OPEN_RUN_COLUMNS))
+        # Just claimed: the run is at its loop's revision, whose prompt the loop row holds.
+        prepared = prepare(row, DeliveryLoop(*(getattr(loop, name) for name in LOOP_COLUMNS)), view, loop.prompt)
+        if isinstance(prepared, Message):
+            messages[run.run_id] = prepared
+            run.status, run.retry_at, run.started_at, run.finished_at = RunStatus.DELIVERED, None, now, now
+            run.target_session_id, run.fallback = row.target_session_id, row.fallback
+    return messages
+
+
+def _reclaim(run: NewRun, now: datetime) -> None:
+    """A run set delivered whose occurrence turned out taken: back to what a claim makes (it is
+    then recorded skipped, scheduler.claims._skip_taken)."""
+    run.status, run.retry_at, run.started_at, run.finished_at = RunStatus.CLAIMED, now + lease(), None, None
+    run.target_session_id = run.fallback = ""
+
+
+# What a delivered scheduled run changes on its loop (scheduler.delivery._update_loops), with the
+# claim's own change (the next deadline): one write of the loop for the whole occurrence.
+_DELIVERED_LOOP_FIELDS = (
+    "state",
+    "next_at",
+    "last_run_at",
+    "last_result",
+    "last_error",
+    "last_outcome",
+    "last_summary",
+    "consecutive_failures",
+    "runs_delivered",
+)
+
+
+def _record_delivered(loops: list[Loop], now: datetime) -> None:
+    """The loops whose runs the claim delivered: moved on and recorded in one UPDATE. The counter is
+    read under the row's lock (the claim's), so adding one to it here is exact."""
+    update_rows(
+        Loop,
+        _DELIVERED_LOOP_FIELDS,
+        [
+            [
+                loop.loop_id,
+                LoopState.SCHEDULED,
+                loop.next_at,
+                now,
+                RunStatus.DELIVERED,
+                "",
+                "",
+                "",
+                0,
+                loop.runs_delivered + 1,
+            ]
+            for loop in loops
+        ],
+    )
 
 
 def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:

@@ -98,10 +98,10 @@ class Clock:
         # Reads only (an idle tick takes no write lock), but for a stored deadline that names no moment.
         wakeup = next_wakeup(now=now, fresh_waiting=waiting)
         if wakeup is not None and wakeup <= now:
-            claimed = claim_due(now=now)
+            claimed = claim_due(now=now, deliver=True)
             recovered = recover_runs(now=now)
             self.slots_checked_at = time.monotonic() if claimed.waiting else None
-            if len(claimed) >= CLAIM_BATCH or len(recovered) >= CLAIM_BATCH:
+            if len(claimed) + claimed.delivered >= CLAIM_BATCH or len(recovered) >= CLAIM_BATCH:
                 return 0.0  # more is due right now
             wakeup = next_wakeup(now=now, fresh_waiting=bool(claimed.waiting))
         longest = MAX_SLEEP

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, transaction
@@ -34,25 +33,23 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.bulk import update_rows
-from core.errors import database_unavailable, one_line, transaction_rolled_back
+from core.errors import one_line
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
 from loops import ends
 from loops.counters import Tally
-from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus, revision_prompts
+from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus
 from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows, lease
 from loops.services.ends import loops_end
 from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
-from scheduler.message import loop_message, message_summary, run_source
+from scheduler.prepare import Attempt, failure, prepare_batch, refused
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
-from scheduler.targets import BatchView, PermanentFailure, host_savepoint, resolve_target
+from scheduler.targets import host_savepoint
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Delivered, Host, HostError, Message
-from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.delivery")
 
-MAX_ATTEMPTS = 6
 BACKOFF_BASE = timedelta(seconds=1)
 BACKOFF_CAP = timedelta(seconds=60)
 
@@ -61,16 +58,6 @@ def backoff(attempt: int) -> timedelta:
     """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5: about 31 s of patience in all."""
     factor: float = 2 ** (attempt - 1)  # typeshed cannot tell an int power from a float one
     return min(BACKOFF_BASE * factor, BACKOFF_CAP)
-
-
-@dataclass
-class Attempt:
-    """How one delivery attempt of a run went (not the turn's outcome, which the host reports later)."""
-
-    run: RunRow
-    delivered: bool = False
-    error: str = ""
-    retry: bool = False  # transient: back to claimed, due again after a backoff
 
 
 PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
@@ -132,88 +119,8 @@ def _lease(runs: list[RunRow], now: datetime) -> None:
         run.lease_until = until
 
 
-def _failure(run: RunRow, *, error: str, transient: bool) -> Attempt:
-    if transient and run.attempt < MAX_ATTEMPTS:
-        return Attempt(run, error=error, retry=True)
-    return Attempt(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
-
-
-def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, str]:
-    """Each run's prompt, by run ID: its revision's. The loop row the batch read already holds it
-    while the loop is still at that revision (nearly always: no extra read on the hot path); a run
-    claimed before an edit reads its revision's from LoopPrompt. A deleted loop's run is not
-    delivered, so it needs none."""
-    prompts, older = {}, {}
-    for run in runs:
-        loop = loops.get(run.loop_id)
-        if loop is None:
-            continue
-        if loop.revision == run.revision:
-            prompts[run.run_id] = loop.prompt
-        else:
-            older[run.run_id] = (run.loop_id, run.revision)
-    if older:
-        stored = revision_prompts(set(older.values()))
-        prompts.update((run_id, stored.get(pair, "")) for run_id, pair in older.items())
-    return prompts
-
-
-def _prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: str) -> Attempt | Message:
-    """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
-    if run.attempt > MAX_ATTEMPTS:
-        # Handed out again and again, and every driver died before recording an outcome: a
-        # poison occurrence must not keep its loop `running` and be re-driven forever.
-        return Attempt(
-            run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
-        )
-    source = run_source(run)
-    fresh = (run.target or (loop.session_id if loop else "")) == ReservedTarget.NEW
-    try:
-        if loop is None:
-            raise PermanentFailure("The loop was deleted before this occurrence was delivered.")
-        target = resolve_target(host, loop, run, source)
-        run.target_session_id, run.fallback = target.session_id, target.fallback or run.fallback
-        if fresh and not host.capabilities.transactional:
-            # Remember the new session first: a retry of this occurrence must reuse it.
-            LoopRun.objects.filter(run_id=run.run_id).update(
-                target_session_id=run.target_session_id, fallback=run.fallback
-            )
-    except PermanentFailure as exc:
-        return Attempt(run, error=str(exc))
-    except HostError as exc:
-        return _failure(run, error=str(exc), transient=exc.transient)
-    except DatabaseError as exc:  # a resume or a fresh session the embedded host could not write
-        logger.warning("resolving the target of %s: %s", run.occurrence_key, one_line(exc))
-        failure = refused(exc)
-        return _failure(run, error=str(failure), transient=failure.transient)
-    except Exception as exc:
-        logger.exception("resolving the target of %s raised", run.occurrence_key)
-        return _failure(run, error=f"Unexpected error: {exc}", transient=True)
-    return Message(
-        target.session_id,
-        loop_message(loop_id=loop.loop_id, prompt=prompt),
-        source,
-        run.occurrence_key,
-        summary=message_summary(name=loop.name, prompt=prompt),
-        fresh=fresh,
-    )
-
-
-def _prepared(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[tuple[RunRow, Attempt | Message]]:
-    """Each run with its message to deliver, or the outcome already known."""
-    view = BatchView(
-        host,
-        {loop.session_id for loop in loops.values()}
-        | {run.target for run in runs}
-        | {loop.created_by_session_id for loop in loops.values()}
-        | {run.target_session_id for run in runs},
-    )
-    prompts = _prompts(runs, loops)
-    return [(run, _prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
-
-
 def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Attempt]:
-    return _attempts(host, _prepared(runs, loops, host))
+    return _attempts(host, prepare_batch(runs, loops, host))
 
 
 def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> list[Attempt]:
@@ -224,7 +131,7 @@ def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> l
         run.run_id: (
             Attempt(run, delivered=True)
             if not isinstance(result, HostError)
-            else _failure(run, error=str(result), transient=result.transient)
+            else failure(run, error=str(result), transient=result.transient)
         )
         for (run, _), result in zip(pending, results, strict=True)
     }
@@ -250,7 +157,7 @@ def _deliver_and_record(runs: list[RunRow], loops: dict[str, DeliveryLoop], host
     batch's target look-up has made nearly certain; if one is not (a session gone meanwhile, a
     write the database refuses), the savepoint undoes records and messages together and the batch
     is delivered first and recorded after, each message alone if need be (_deliver_isolating)."""
-    prepared = _prepared(runs, loops, host)
+    prepared = prepare_batch(runs, loops, host)
     messages = [item for _, item in prepared if isinstance(item, Message)]
     expected = [Attempt(run, delivered=True) if isinstance(item, Message) else item for run, item in prepared]
     settled = [(run, [getattr(run, name) for name in _SETTLED]) for run in runs]
@@ -291,15 +198,6 @@ def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | 
             return [refused(exc)]
         logger.exception("delivering %s raised", messages[0].occurrence_key)
         return [HostError(f"Unexpected error: {exc}", transient=True)]
-
-
-def refused(exc: DatabaseError) -> HostError:
-    """A write the database refused (a constraint, a trigger) is refused again on a retry: the run
-    fails at once, with the database's words. Unless the database could not be reached: then
-    nothing of the batch can be recorded either, and it is re-driven; or it broke a deadlock (a
-    message delivered alone takes its session's lock out of the batch's order): then it is retried."""
-    transient = database_unavailable(exc) or transaction_rolled_back(exc)
-    return HostError(f"The database refused this delivery: {one_line(exc)}", transient=transient)
 
 
 def _still_leased(runs: list[RunRow]) -> list[RunRow]:

@@ -21,8 +21,9 @@ from loops.runs import lease
 from loops.services.lifecycle import loop_delete
 from scheduler import delivery, tasks
 from scheduler.claims import claim_due, recover_runs
-from scheduler.delivery import MAX_ATTEMPTS, backoff, deliver_run
+from scheduler.delivery import backoff, deliver_run
 from scheduler.message import loop_message
+from scheduler.prepare import MAX_ATTEMPTS
 from sessions_app.hosts.base import Capabilities, HostError, deliver_each
 from sessions_app.hosts.local import LocalHost
 from sessions_app.models import InboxMessage, Preset, SessionHeader

@@ -1,0 +1,150 @@
+"""A clock's claim on the embedded host delivers its runs itself, in the claim's transaction
+(scheduler.claims, `deliver`): a recurring loop's occurrence into a session that exists is claimed,
+delivered and recorded in one go, with the loop written once, and nothing is left for a worker.
+What needs the delivery path (a fresh session, a one-shot, a loop's last run, a target gone, a
+message the database refuses) is enqueued exactly as before, and ends as it would have."""
+
+from __future__ import annotations
+
+import time_machine
+from django_q.models import OrmQ
+
+from loops.models import Loop, LoopRun, LoopState, RunStatus
+from scheduler.claims import claim_due
+from scheduler.delivery import deliver_runs
+from scheduler.message import loop_message
+from sessions_app.models import InboxMessage, SessionHeader
+from sessions_app.services import session_upsert
+from tests.conftest import T0, after, create_loop, every, s
+from tests.scheduler.test_delivery_isolation import REFUSAL, _refuse_inbox_inserts_for
+
+# What a delivered occurrence leaves on its loop and its run, however it was delivered.
+LOOP_FIELDS = ("state", "next_at", "last_run_at", "last_result", "last_error", "runs_delivered", "consecutive_failures")
+RUN_FIELDS = ("status", "attempt", "missed", "target_session_id", "started_at", "finished_at", "retry_at", "error")
+
+
+def _claim(at, *, deliver=True):
+    with time_machine.travel(at, tick=False):
+        return claim_due(now=at, deliver=deliver)
+
+
+def _sessions(*session_ids):
+    for session_id in session_ids:
+        session_upsert(session_id=session_id, changes={"status": "idle"})
+
+
+def _ended_as(loop_id):
+    loop = Loop.objects.values(*LOOP_FIELDS).get(loop_id=loop_id)
+    run = LoopRun.objects.filter(loop_id=loop_id).values(*RUN_FIELDS, "occurrence_key").get()
+    return loop, run
+
+
+def test_a_claim_delivers_a_recurring_occurrence_itself_exactly_as_the_delivery_path_does(db):
+    _sessions("ses_a", "ses_b")
+    here = create_loop(every(60), target="ses_a", prompt="Check A", at=T0)
+    there = create_loop(every(60), target="ses_b", prompt="Check B", at=T0)
+    Loop.objects.filter(loop_id=there.loop_id).update(consecutive_failures=2)  # a streak it ends
+    Loop.objects.filter(loop_id=here.loop_id).update(consecutive_failures=2)
+
+    # The same occurrence, one loop through each path: a claim that delivers, and claim + worker.
+    Loop.objects.filter(loop_id=there.loop_id).update(state=LoopState.PAUSED)
+    claimed = _claim(T0 + s(61))
+    assert (list(claimed), claimed.delivered) == ([], 1)
+    assert not OrmQ.objects.exists()  # nothing for a worker
+    Loop.objects.filter(loop_id=there.loop_id).update(state=LoopState.SCHEDULED)
+    slow = _claim(T0 + s(61), deliver=False)
+    assert len(slow) == 1 and slow.delivered == 0
+    deliver_runs(slow, now=T0 + s(61))
+
+    (loop_a, run_a), (loop_b, run_b) = _ended_as(here.loop_id), _ended_as(there.loop_id)
+    assert loop_a == loop_b
+    assert loop_a["runs_delivered"] == 1 and loop_a["consecutive_failures"] == 0
+    assert loop_a["state"] == LoopState.SCHEDULED and loop_a["next_at"] == T0 + s(120)
+    assert {**run_a, "target_session_id": "", "occurrence_key": ""} == {
+        **run_b,
+        "target_session_id": "",
+        "occurrence_key": "",
+    }
+    assert (run_a["status"], run_a["target_session_id"], run_a["attempt"]) == (RunStatus.DELIVERED, "ses_a", 1)
+    [message] = InboxMessage.objects.filter(session_id="ses_a")
+    assert message.occurrence_key == run_a["occurrence_key"]
+    assert message.text == loop_message(loop_id=here.loop_id, prompt="Check A")
+
+
+def test_a_claim_counts_and_logs_its_deliveries_as_the_delivery_path(db, caplog):
+    from loops.counters import read_counters
+
+    _sessions("ses_a")
+    loop = create_loop(every(60), target="ses_a", at=T0)
+    with caplog.at_level("INFO", logger="dshloop.delivery"):
+        _claim(T0 + s(62))
+    counters = read_counters()
+    assert counters.get("occurrences_delivered") == 1, counters
+    [line] = [r.getMessage() for r in caplog.records if r.name == "dshloop.delivery"]
+    assert f"loop={loop.loop_id}" in line and "outcome=delivered" in line
+
+
+def test_what_needs_the_delivery_path_is_enqueued_and_delivered_there(db):
+    _sessions("ses_a", "ses_gone")
+    once = create_loop(after(60), target="ses_a", at=T0)  # a one-shot completes its loop
+    last = create_loop(every(60), target="ses_a", at=T0)
+    Loop.objects.filter(loop_id=last.loop_id).update(max_runs=1)  # its run is its last
+    gone = create_loop(every(60), target="ses_gone", at=T0)
+    ordinary = create_loop(every(60), target="ses_a", at=T0)
+    SessionHeader.objects.filter(session_id="ses_gone").delete()
+
+    claimed = _claim(T0 + s(61))
+    assert claimed.delivered == 1
+    by_loop = dict(LoopRun.objects.filter(run_id__in=claimed).values_list("loop_id", "status"))
+    assert by_loop == {loop.loop_id: RunStatus.CLAIMED for loop in (once, last, gone)}
+    assert LoopRun.objects.get(loop_id=ordinary.loop_id).status == RunStatus.DELIVERED
+
+    deliver_runs(list(claimed), now=T0 + s(61))
+    states = dict(Loop.objects.values_list("loop_id", "state"))
+    assert states[once.loop_id] == LoopState.COMPLETED
+    assert states[last.loop_id] == LoopState.COMPLETED
+    assert states[gone.loop_id] == LoopState.SCHEDULED
+    assert "ses_gone" in LoopRun.objects.get(loop_id=gone.loop_id).error
+
+
+def test_a_message_the_database_refuses_sends_the_whole_claim_down_the_delivery_path(db):
+    """The claim's deliveries are undone together, its runs are enqueued as a claim without them
+    would have, and the delivery path then fails the refused one alone."""
+    _sessions("ses_good", "ses_bad")
+    good = create_loop(every(60), target="ses_good", at=T0)
+    bad = create_loop(every(60), target="ses_bad", at=T0)
+    _refuse_inbox_inserts_for("ses_bad")
+
+    claimed = _claim(T0 + s(61))
+    assert (len(claimed), claimed.delivered) == (2, 0)
+    assert not InboxMessage.objects.exists()
+    assert set(LoopRun.objects.values_list("status", flat=True)) == {RunStatus.CLAIMED}
+    assert Loop.objects.filter(runs_delivered=0, last_result="").count() == 2
+
+    deliver_runs(list(claimed), now=T0 + s(61))
+    assert LoopRun.objects.get(loop_id=good.loop_id).status == RunStatus.DELIVERED
+    refused = LoopRun.objects.get(loop_id=bad.loop_id)
+    assert refused.status == RunStatus.FAILED and REFUSAL in refused.error
+    assert Loop.objects.get(loop_id=good.loop_id).runs_delivered == 1
+    # While the session refuses, each claim with it goes the delivery path: slower, never stalled.
+    claimed = _claim(T0 + s(121))
+    assert (len(claimed), claimed.delivered) == (2, 0)
+    deliver_runs(list(claimed), now=T0 + s(121))
+    assert LoopRun.objects.filter(loop_id=good.loop_id, status=RunStatus.DELIVERED).count() == 2
+
+
+def test_an_occurrence_that_has_a_run_already_is_skipped_and_not_delivered_again(db):
+    _sessions("ses_a")
+    loop = create_loop(every(60), target="ses_a", at=T0)
+    _claim(T0 + s(61))
+    [first] = LoopRun.objects.filter(loop_id=loop.loop_id)
+    # The deadline moved back by hand (a restored backup): the same occurrence is due again.
+    Loop.objects.filter(loop_id=loop.loop_id).update(next_at=T0 + s(60))
+
+    claimed = _claim(T0 + s(62))
+    assert (list(claimed), claimed.delivered) == ([], 0)
+    skipped = LoopRun.objects.exclude(run_id=first.run_id).get(loop_id=loop.loop_id)
+    assert skipped.status == RunStatus.SKIPPED and first.run_id in skipped.error
+    assert InboxMessage.objects.filter(session_id="ses_a").count() == 1
+    stored = Loop.objects.get(loop_id=loop.loop_id)
+    assert (stored.runs_delivered, stored.last_result) == (1, RunStatus.FAILED)
