@@ -180,15 +180,18 @@ def run_hot_path(args) -> dict:
             cursor.execute("ANALYZE" if connection.vendor == "postgresql" else "SELECT 1")
         server0 = server_cpu()
         cpu0, t0 = time.process_time(), time.perf_counter()
-        run_ids = []
-        while batch := claim_due(now=now):
+        # As the clock claims: on the embedded host the claim delivers what it can itself; the
+        # delivery timed after it is of what it enqueued (none here).
+        run_ids, delivered = [], 0
+        while (batch := claim_due(now=now, deliver=True)) or batch.delivered:
             run_ids += batch
+            delivered += batch.delivered
         t1 = time.perf_counter()
         for i in range(0, len(run_ids), 250):
             deliver_runs(run_ids[i : i + 250], now=now)
         t2, cpu1 = time.perf_counter(), time.process_time()
         server.append((server_cpu() - server0) / args.loops * 1e6)
-        assert len(run_ids) == args.loops, len(run_ids)
+        assert len(run_ids) + delivered == args.loops, (len(run_ids), delivered)
         claims.append((t1 - t0) / args.loops * 1e6)
         deliveries.append((t2 - t1) / args.loops * 1e6)
         cpu.append((cpu1 - cpu0) / args.loops * 1e6)

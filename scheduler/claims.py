@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -51,6 +52,7 @@ logger = logging.getLogger("dshloop.clock")
 delivery_logger = logging.getLogger("dshloop.delivery")  # a claim's own deliveries log as the others
 
 CLAIM_BATCH = 500  # loops per claim transaction: two delivery tasks (scheduler.tasks)
+HELP_SECONDS = 5.0  # the longest a task worker claims beside a clock (claim_burst)
 
 
 RUN_COLUMNS = NEW_RUN_COLUMNS  # every column of a run, in the order a claim inserts them
@@ -263,6 +265,19 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH, deliver: bool = False)
     return claimed
 
 
+def claim_burst(*, seconds: float = HELP_SECONDS, batch: int = CLAIM_BATCH) -> int:
+    """A task worker's help with a burst that a clock found (scheduler.clock): claim as the clock
+    does, beside it, until a claim is not full or `seconds` have passed (a worker has deliveries to
+    run too); returns the occurrences claimed. Claims are safe side by side (SKIP LOCKED), so a
+    second claimer puts the other core to work while the first waits for PostgreSQL."""
+    until, total = time.monotonic() + seconds, 0
+    while True:
+        claimed = claim_due(now=timezone.now(), limit=batch, deliver=True)
+        total += len(claimed) + claimed.delivered
+        if len(claimed) + claimed.delivered < batch or time.monotonic() >= until:
+            return total
+
+
 def _due_loops(now: datetime, limit: int, *, for_delivery: bool) -> list[Loop]:
     """The due loops this claim takes, locked (PostgreSQL) and each with a deadline in Django's form."""
     fields = [*_CLAIM_FIELDS, *(_DELIVERY_FIELDS if for_delivery else ())]
@@ -306,23 +321,26 @@ class _Batch:
 
     def write(self) -> Claimed:
         """Write the claim: its runs are enqueued for the delivery path."""
-        return self._write(self.runs, None)
+        return self._write(None)
 
     def write_delivering(self, host: Host) -> Claimed | None:
         """Write the claim, delivering on the embedded host what it can itself, in a savepoint: None
         if that did not go as expected (undone: the caller writes the claim again with write())."""
-        runs, counts = [replace(run) for run in self.runs], Counter(self.tally.counts)
+        counts = Counter(self.tally.counts)
         try:
             with transaction.atomic():
-                return self._write(runs, host)
+                return self._write(host)
         except Exception as exc:  # noqa: BLE001 - whatever it was, the delivery path finds the one that fails
             if not isinstance(exc, _NotAsExpected):
                 logger.warning("a claim delivering its runs raised (%s); enqueueing them instead", one_line(exc))
             self.tally.counts = counts
+            for run in self.runs:
+                if run.status == RunStatus.DELIVERED:  # set so by _deliver_here: back to claimed
+                    _reclaim(run, self.now)
             return None
 
-    def _write(self, runs: list[NewRun], host: Host | None) -> Claimed:
-        now, tally = self.now, self.tally
+    def _write(self, host: Host | None) -> Claimed:
+        now, tally, runs = self.now, self.tally, self.runs
         here = _deliver_here(runs, self.loops, host, now) if host is not None else {}
         # The unique occurrence key is the last guard against a double dispatch: a run that holds
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
@@ -344,14 +362,16 @@ class _Batch:
                 bound, ends_at=loop.ends_at, max_runs=loop.max_runs, runs_delivered=loop.runs_delivered, now=now
             )
             record_event(loop, EventKind.ENDED, SCHEDULER, at=now, changes=changes)
-        _skip_taken([run for run in runs if run.run_id not in inserted], self.loops, now, tally, self.misfired)
+        skipped = _skip_taken(
+            [run for run in runs if run.run_id not in inserted], self.loops, now, tally, self.misfired
+        )
         _record_misfires(
             [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], self.loops, now, tally
         )
         for run in delivered.values():
             tally.finished(RunStatus.DELIVERED)
             tally.delivered_late(run.scheduled_at, now)
-        tally.missed(sum(run.missed for run in runs))
+        tally.missed(sum(run.missed for run in runs if run.run_id in inserted) + sum(run.missed for run in skipped))
         tally.save()  # before the inbox locks (Tally.save)
         # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
         claimed = Claimed(run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED)
@@ -463,28 +483,35 @@ def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, 
             )
 
 
-def _skip_taken(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally, misfired: set[str]) -> None:
+def _skip_taken(
+    runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally, misfired: set[str]
+) -> list[NewRun]:
     """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
-    does the loop, which goes on to its next occurrence (a one-shot has none: it is failed)."""
-    for run in runs:
-        taken = LoopRun.objects.filter(occurrence_key=run.occurrence_key).values_list("run_id", "status").first()
+    does the loop, which goes on to its next occurrence (a one-shot has none: it is failed).
+    Returns the skipped runs inserted (copies: the claim's own runs stay as they were, should the
+    claim be written again, _Batch.write_delivering)."""
+    skipped = []
+    for taken_run in runs:
+        taken = LoopRun.objects.filter(occurrence_key=taken_run.occurrence_key).values_list("run_id", "status").first()
         message = (
-            f"Occurrence {run.occurrence_key} already has run {taken[0] if taken else '?'} "
+            f"Occurrence {taken_run.occurrence_key} already has run {taken[0] if taken else '?'} "
             f"({taken[1] if taken else 'unknown'}), so it was skipped rather than delivered twice."
         )
+        # Its own key names the occurrence it stands for; the original key stays with the first run.
+        run = replace(taken_run, occurrence_key=skipped_occurrence_key(taken_run.occurrence_key, taken_run.run_id))
         if run.run_id in misfired:
             run.missed -= 1  # a misfire counted itself as missed, but its occurrence has a run
-        # Its own key names the occurrence it stands for; the original key stays with the first run.
-        run.occurrence_key = skipped_occurrence_key(run.occurrence_key, run.run_id)
         _finish_unsent(run, RunStatus.SKIPPED, message, now)
         log_occurrence(logger, logging.ERROR, run, RunStatus.SKIPPED, now=now, error=message)
         _insert([run])
+        skipped.append(run)
         tally.finished(RunStatus.SKIPPED)
         loop = loops[run.loop_id]
         state = LoopState.FAILED if loop.schedule.one_shot else LoopState.SCHEDULED
         Loop.objects.filter(loop_id=loop.loop_id).update(
             state=state, last_run_at=now, last_result=RunStatus.FAILED, last_error=message
         )
+    return skipped
 
 
 def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
