@@ -23,3 +23,12 @@ def enqueue_deliveries(run_ids: list[str]) -> None:
             run_ids[start : start + size],
             q_options={"task_name": f"deliver {run_ids[start]}"},
         )
+
+
+# A task worker's turn at claiming beside a clock that found a burst (scheduler.claims.claim_burst).
+CLAIM_TASK = "scheduler.tasks.claim_burst"
+
+
+def enqueue_claim_help() -> None:
+    """Ask a task worker to claim beside the clock (scheduler.clock, on a full claim)."""
+    async_task(CLAIM_TASK, q_options={"task_name": "claim burst"})

@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from core.notify import CLOCK_CHANNEL, CLOCK_MAX_SLEEP, Listener, can_listen
 from loops.models import SchedulerHeartbeat
-from scheduler.claims import CLAIM_BATCH, claim_due, next_wakeup, recover_runs
+from loops.queue import enqueue_claim_help
+from scheduler.claims import CLAIM_BATCH, HELP_SECONDS, claim_due, next_wakeup, recover_runs
 
 logger = logging.getLogger("dshloop.clock")
 
@@ -73,6 +74,7 @@ class Clock:
         self.last_heartbeat: datetime | None = None
         self.started_at = timezone.now()
         self.slots_checked_at: float | None = None  # monotonic; set while `new` loops wait for a slot
+        self.helped_at: float | None = None  # monotonic; when a task worker was last asked to claim too
 
     def heartbeat(self, now: datetime) -> None:
         if self.last_heartbeat and now - self.last_heartbeat < HEARTBEAT_EVERY:
@@ -98,11 +100,14 @@ class Clock:
         # Reads only (an idle tick takes no write lock), but for a stored deadline that names no moment.
         wakeup = next_wakeup(now=now, fresh_waiting=waiting)
         if wakeup is not None and wakeup <= now:
-            claimed = claim_due(now=now, deliver=True)
+            claimed = claim_due(now=now, limit=CLAIM_BATCH, deliver=True)
             recovered = recover_runs(now=now)
             self.slots_checked_at = time.monotonic() if claimed.waiting else None
-            if len(claimed) + claimed.delivered >= CLAIM_BATCH or len(recovered) >= CLAIM_BATCH:
+            if len(claimed) + claimed.delivered >= CLAIM_BATCH:
+                self.ask_for_help()
                 return 0.0  # more is due right now
+            if len(recovered) >= CLAIM_BATCH:
+                return 0.0
             wakeup = next_wakeup(now=now, fresh_waiting=bool(claimed.waiting))
         longest = MAX_SLEEP
         if self.slots_checked_at is not None:
@@ -110,6 +115,16 @@ class Clock:
         if wakeup is None:
             return longest
         return min(max((wakeup - timezone.now()).total_seconds(), MIN_SLEEP), longest)
+
+    def ask_for_help(self) -> None:
+        """A burst: a task worker claims beside this clock (scheduler.claims.claim_burst), once per
+        HELP_SECONDS. Only on PostgreSQL, where claims run side by side; SQLite serializes writers."""
+        if connection.vendor != "postgresql":
+            return
+        if self.helped_at is not None and time.monotonic() - self.helped_at < HELP_SECONDS:
+            return
+        enqueue_claim_help()
+        self.helped_at = time.monotonic()
 
     def run(self) -> None:
         logger.info("clock %s started", self.instance_id)

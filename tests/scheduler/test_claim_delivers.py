@@ -148,3 +148,39 @@ def test_an_occurrence_that_has_a_run_already_is_skipped_and_not_delivered_again
     assert InboxMessage.objects.filter(session_id="ses_a").count() == 1
     stored = Loop.objects.get(loop_id=loop.loop_id)
     assert (stored.runs_delivered, stored.last_result) == (1, RunStatus.FAILED)
+
+
+def test_a_task_worker_claims_beside_the_clock_until_a_claim_is_not_full(db):
+    from scheduler.claims import claim_burst
+
+    _sessions("ses_a")
+    loops = [create_loop(every(60), target="ses_a", at=T0) for _ in range(12)]
+
+    with time_machine.travel(T0 + s(61), tick=False):
+        assert claim_burst(batch=5) == 12  # 5, 5, then 2: the burst is over
+
+    assert LoopRun.objects.filter(status=RunStatus.DELIVERED).count() == len(loops)
+    assert InboxMessage.objects.filter(session_id="ses_a").count() == len(loops)
+
+
+def test_a_full_claim_asks_one_task_worker_to_help_on_postgresql(db, monkeypatch):
+    """Only on PostgreSQL, where claims run side by side; once per HELP_SECONDS, however many full
+    claims the burst takes."""
+    from django.db import connection
+
+    from loops.queue import CLAIM_TASK
+    from scheduler import clock as clock_module
+
+    _sessions("ses_a")
+    for _ in range(7):
+        create_loop(every(60), target="ses_a", at=T0)
+    monkeypatch.setattr(clock_module, "CLAIM_BATCH", 3)
+    clock = clock_module.Clock()
+
+    with time_machine.travel(T0 + s(61), tick=False):
+        delays = [clock.tick() for _ in range(3)]
+
+    assert delays[:2] == [0.0, 0.0]  # full claims: more is due right now
+    assert LoopRun.objects.filter(status=RunStatus.DELIVERED).count() == 7
+    asked = [task for task in OrmQ.objects.all() if task.func() == CLAIM_TASK]
+    assert len(asked) == (1 if connection.vendor == "postgresql" else 0)
