@@ -184,3 +184,28 @@ def test_a_full_claim_asks_one_task_worker_to_help_on_postgresql(db, monkeypatch
     assert LoopRun.objects.filter(status=RunStatus.DELIVERED).count() == 7
     asked = [task for task in OrmQ.objects.all() if task.func() == CLAIM_TASK]
     assert len(asked) == (1 if connection.vendor == "postgresql" else 0)
+
+
+def test_a_clock_beside_another_live_scheduler_asks_no_worker_to_help(db, monkeypatch):
+    from django.db import connection
+
+    from loops.models import SchedulerHeartbeat
+    from loops.queue import CLAIM_TASK
+    from scheduler import clock as clock_module
+
+    if connection.vendor != "postgresql":
+        return  # no helpers on SQLite at all (the test above)
+    _sessions("ses_a")
+    for _ in range(7):
+        create_loop(every(60), target="ses_a", at=T0)
+    monkeypatch.setattr(clock_module, "CLAIM_BATCH", 3)
+    with time_machine.travel(T0 + s(61), tick=False):
+        SchedulerHeartbeat.objects.create(
+            instance_id="other", hostname="h", pid=1, started_at=T0, last_tick_at=T0 + s(50)
+        )
+        clock = clock_module.Clock()
+        while clock.tick() == 0.0:
+            pass
+
+    assert LoopRun.objects.filter(status=RunStatus.DELIVERED).count() == 7
+    assert not [task for task in OrmQ.objects.all() if task.func() == CLAIM_TASK]
