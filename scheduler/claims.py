@@ -4,7 +4,8 @@ Correctness rests on the unique occurrence key and on a claim that changes exact
 `SELECT … FOR UPDATE SKIP LOCKED` on PostgreSQL (so concurrent clocks take disjoint rows), a
 compare-and-swap UPDATE on SQLite (where row locks do not exist; IMMEDIATE transactions
 serialize writers). The delivery is enqueued on django-q2's ORM broker inside the same
-transaction, so a crash can neither lose nor double an occurrence (django-q2 #293).
+transaction, so a crash can neither lose nor double an occurrence (django-q2 #293); on the
+embedded host a clock's claim delivers what it can itself, the messages committing with the claim.
 """
 
 from __future__ import annotations
@@ -422,8 +423,8 @@ def _deliver_here(runs: list[NewRun], loops: dict[str, Loop], host: Host, now: d
 
 
 def _reclaim(run: NewRun, now: datetime) -> None:
-    """A run set delivered whose occurrence turned out taken: back to what a claim makes (it is
-    then recorded skipped, scheduler.claims._skip_taken)."""
+    """A run _deliver_here set delivered, back to what a claim makes: its occurrence turned out
+    taken (it is then recorded skipped, _skip_taken), or the claim's deliveries were undone."""
     run.status, run.retry_at, run.started_at, run.finished_at = RunStatus.CLAIMED, now + lease(), None, None
     run.target_session_id = run.fallback = ""
 
