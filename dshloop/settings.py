@@ -376,7 +376,7 @@ DSHLOOP_AUTO_PAUSE_AFTER = env_int("DSHLOOP_AUTO_PAUSE_AFTER", 5, minimum=0)
 # failure episode: a loop's auto-pause, a failed or timed-out run of a `new` loop.
 DSHLOOP_FAILURE_NOTICES = env_bool("DSHLOOP_FAILURE_NOTICES", True)
 # How often each `runloops` looks for notices owed: a look is one read (an idle scheduler's cost).
-DSHLOOP_FAILURE_NOTICE_POLL_SECONDS = env_int("DSHLOOP_FAILURE_NOTICE_POLL_SECONDS", 30)
+DSHLOOP_FAILURE_NOTICE_POLL_SECONDS = env_int("DSHLOOP_FAILURE_NOTICE_POLL_SECONDS", 60)
 DSHLOOP_FAILURE_WEBHOOK_URL = env_str("DSHLOOP_FAILURE_WEBHOOK_URL")
 DSHLOOP_FAILURE_WEBHOOK_SECRET = env_str("DSHLOOP_FAILURE_WEBHOOK_SECRET")
 if DSHLOOP_FAILURE_WEBHOOK_URL and not DSHLOOP_FAILURE_WEBHOOK_URL.startswith(("http://", "https://")):

@@ -26,7 +26,7 @@ from scheduler.claims import CLAIM_BATCH, HELP_SECONDS, claim_due, next_wakeup, 
 logger = logging.getLogger("dshloop.clock")
 
 # Safe delay clamping: never sleep past MAX_SLEEP (heartbeat, and a missed NOTIFY is only a
-# delay, never a loss); never tick faster than MIN_SLEEP, so that occurrences falling due close
+# delay, never a loss); never start ticks closer than MIN_SLEEP, so that occurrences falling due close
 # together are claimed (and delivered) as one batch rather than one task each.
 MAX_SLEEP = CLOCK_MAX_SLEEP
 MIN_SLEEP = 0.05
@@ -94,6 +94,7 @@ class Clock:
     def tick(self) -> float:
         """One pass: claim what is due, re-enqueue what needs it; returns seconds to sleep."""
         now = timezone.now()  # taken once: the claim and the next deadline use the same clock
+        started = time.monotonic()
         self.heartbeat(now)
         # While `new` loops wait for a free slot, their deadlines are past: they are looked at every
         # CAPACITY_POLL (a turn's end is read from the host, not signalled), not at every tick.
@@ -115,7 +116,10 @@ class Clock:
             longest = max(CAPACITY_POLL - (time.monotonic() - self.slots_checked_at), MIN_SLEEP)
         if wakeup is None:
             return longest
-        return min(max((wakeup - timezone.now()).total_seconds(), MIN_SLEEP), longest)
+        # MIN_SLEEP apart from this tick's start, not from its end: a tick that delivered its claim
+        # itself took a while, and sleeping a whole MIN_SLEEP after it made every deadline later.
+        shortest = MIN_SLEEP - (time.monotonic() - started)
+        return min(max((wakeup - timezone.now()).total_seconds(), shortest), longest)
 
     def ask_for_help(self, now: datetime) -> None:
         """A burst: a task worker claims beside this clock (scheduler.claims.claim_burst), once per

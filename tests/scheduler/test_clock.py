@@ -74,3 +74,25 @@ def test_a_base_exception_still_ends_the_clock(no_backoff):
 
     with pytest.raises(KeyboardInterrupt):
         clock.run()
+
+
+@pytest.mark.django_db
+def test_the_shortest_sleep_counts_from_the_start_of_a_tick(monkeypatch):
+    """A tick that took a while (it delivered its claim itself) sleeps only what is left of
+    MIN_SLEEP: ticks start MIN_SLEEP apart, so a steady load's deadlines are not pushed later."""
+    import time
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler.claims import Claimed
+
+    def slow_claim(**kwargs):
+        time.sleep(0.03)  # stands for a claim's work, not a wait for anything
+        return Claimed()
+
+    monkeypatch.setattr(clock_module, "claim_due", slow_claim)
+    monkeypatch.setattr(clock_module, "recover_runs", lambda **kwargs: [])
+    monkeypatch.setattr(clock_module, "next_wakeup", lambda **kwargs: timezone.now() - timedelta(seconds=1))
+
+    assert Clock().tick() <= clock_module.MIN_SLEEP - 0.025

