@@ -191,6 +191,11 @@ class Claimed(list[str]):
     delivered = 0
     waiting = 0
 
+    @property
+    def taken(self) -> int:
+        """The occurrences it took, enqueued or delivered: a full claim means more is due now."""
+        return len(self) + self.delivered
+
 
 def _bound_fresh_run(loop: Loop, run: NewRun, due_at: datetime | None, now: datetime, capacity: Capacity) -> bool:
     """contract §14 for an occurrence of a `new` loop: skipped while its last run runs (overlap
@@ -274,8 +279,8 @@ def claim_burst(*, seconds: float = HELP_SECONDS, batch: int = CLAIM_BATCH) -> i
     until, total = time.monotonic() + seconds, 0
     while True:
         claimed = claim_due(now=timezone.now(), limit=batch, deliver=True)
-        total += len(claimed) + claimed.delivered
-        if len(claimed) + claimed.delivered < batch or time.monotonic() >= until:
+        total += claimed.taken
+        if claimed.taken < batch or time.monotonic() >= until:
             return total
 
 

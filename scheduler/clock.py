@@ -21,6 +21,7 @@ from django.utils import timezone
 from core.notify import CLOCK_CHANNEL, CLOCK_MAX_SLEEP, Listener, can_listen
 from loops.models import SchedulerHeartbeat
 from loops.queue import enqueue_claim_help
+from monitoring.gauges import ALIVE_WINDOW
 from scheduler.claims import CLAIM_BATCH, HELP_SECONDS, claim_due, next_wakeup, recover_runs
 
 logger = logging.getLogger("dshloop.clock")
@@ -33,7 +34,6 @@ MIN_SLEEP = 0.05
 SQLITE_POLL = 0.25
 CAPACITY_POLL = 1.0  # how often `new` loops waiting for a free slot look for one
 HEARTBEAT_EVERY = timedelta(seconds=25)  # alive = a tick in the last 60 s (contract §4)
-ALIVE_WINDOW = timedelta(seconds=60)
 # Reconnect backoff after a database error: no crash loop while PostgreSQL restarts.
 ERROR_BACKOFF = (0.5, 1, 2, 5, 10)
 
@@ -105,7 +105,7 @@ class Clock:
             claimed = claim_due(now=now, limit=CLAIM_BATCH, deliver=True)
             recovered = recover_runs(now=now)
             self.slots_checked_at = time.monotonic() if claimed.waiting else None
-            if len(claimed) + claimed.delivered >= CLAIM_BATCH:
+            if claimed.taken >= CLAIM_BATCH:
                 self.ask_for_help(now)
                 return 0.0  # more is due right now
             if len(recovered) >= CLAIM_BATCH:
