@@ -190,7 +190,8 @@ def loop_run(request, loop_id: str):
 
 @manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_unset=True)
 def loop_retry(request, loop_id: str):
-    """A failed loop fires once, now; any other loop is 409 not_failed."""
+    """A failed loop fires once, now; any other loop is 409 not_failed. 409 run_in_flight while the
+    loop has a run open (a run now of it): retry once that run has finished."""
     return detail(lifecycle.loop_retry(loop_id=loop_id, actor=token_actor(request)))
 
 

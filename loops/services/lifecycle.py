@@ -110,12 +110,18 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> 
 
 
 def loop_retry(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
-    """A failed loop (spec §4 "retryable") fires once, now."""
+    """A failed loop (spec §4 "retryable") fires once, now. Refused (409 run_in_flight), as run now
+    is, while the loop has a run open (a run now of the failed loop): one run in flight per loop, and
+    "now" cannot be kept. Scheduling it anyway would let a clock claim a second run beside the open
+    one; deferring it until that run ends (as resume does) would deliver the one-shot twice when the
+    operator's test run succeeds. Once that run has finished, the loop, still failed, can be retried."""
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)
         now = effective_now(now)
         if loop.state != LoopState.FAILED:
             raise NotFailed(f"{loop_id} is {loop.state}, not failed: only a failed loop can be retried.")
+        if has_open_run(loop_id):
+            raise RunInFlight(f"{loop_id} has a run in flight; retry it once that one has finished.")
         loop.state, loop.next_at = LoopState.SCHEDULED, now
         loop.save(update_fields=["state", "next_at"])
         record_event(loop, EventKind.RETRIED, actor, at=now)

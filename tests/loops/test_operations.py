@@ -10,6 +10,7 @@ import time_machine
 
 from core.timeutil import to_ms
 from loops.models import Loop, LoopRun, LoopState, RunStatus
+from loops.runs import OPEN_STATUSES
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs
 from sessions_app.models import InboxMessage
@@ -199,6 +200,29 @@ def test_retry_rearms_a_failed_one_shot_and_refuses_others(make, ops):
     assert len(claim(T0 + s(100))) == 1
     refused = ops("POST", loop_id, "retry", at=T0 + s(101))
     assert refused.status_code == 409 and error_of(refused)["code"] == "not_failed"
+
+
+def test_retry_is_refused_while_a_run_now_of_the_failed_loop_is_open(make, ops, settings):
+    """One run in flight per loop: a retry beside an open run now would let a clock claim a second."""
+    settings.DSHLOOP_MISFIRE_GRACE_SECONDS = 10
+    loop_id = make(after(30))["loop_id"]
+    assert claim(T0 + s(300)) == []  # claimed beyond the grace: recorded skipped, the one-shot failed
+    assert Loop.objects.get(loop_id=loop_id).state == LoopState.FAILED
+    manual = ops("POST", loop_id, "run", at=T0 + s(310))
+    assert manual.status_code == 202, manual.content
+
+    refused = ops("POST", loop_id, "retry", at=T0 + s(311))
+
+    assert refused.status_code == 409 and error_of(refused)["code"] == "run_in_flight"
+    assert ops("GET", loop_id).json()["state"] == "failed"  # not `scheduled` with a run open
+    assert claim(T0 + s(312)) == []
+    assert LoopRun.objects.filter(loop_id=loop_id, status__in=OPEN_STATUSES).count() == 1
+    assert "retried" not in [event["kind"] for event in events(ops, loop_id)]
+    # Once the manual run has finished, the loop (still failed) is retried: one run, now.
+    deliver([manual.json()["run_id"]], T0 + s(313))
+    retried = ops("POST", loop_id, "retry", at=T0 + s(314)).json()
+    assert (retried["state"], retried["next_at"]) == ("scheduled", to_ms(T0 + s(314)))
+    assert len(claim(T0 + s(314))) == 1
 
 
 def test_events_record_every_change_with_its_actor_and_outlive_the_loop(make, ops, api):

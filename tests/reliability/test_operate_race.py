@@ -2,7 +2,8 @@
 
 200 loops every second, two `runloops` processes, and client threads that for DSHLOOP_TEST_RACE_SECONDS
 (60 s unless shortened locally) pause, resume, edit (prompt, schedule, target), run now and, rarely,
-delete loops at random through the REST API. Then everything is paused, the runs in flight finish,
+delete loops at random through the REST API. Beside them a few one-shots whose target is gone fail
+every time they fire, and the clients retry them, often right after a run now of the same loop. Then everything is paused, the runs in flight finish,
 the schedulers stop gracefully, and the record must show:
 
 - no occurrence dispatched twice: one run per occurrence key, one inbox message per delivered run
@@ -11,6 +12,8 @@ the schedulers stop gracefully, and the record must show:
 - nothing of a paused loop after the pause committed: no scheduled run claimed, or started and
   finished, between the pause's answer and the next resume, and nothing that fell due while paused
   delivered or counted as missed; nothing of a deleted loop claimed or delivered after the delete;
+- a failed one-shot retried while a run now of it is open is refused (409 run_in_flight), so it too
+  never has two runs open, nor reads `scheduled` while one is: one scheduled run per 200 retry;
 - every operation in the audit trail: per loop, the events of the owner's pauses, resumes, edits and
   delete in the order they were made, with their revisions, one run_now event per 202 (a 409
   records nothing), and a revision/prompt/target history that every run agrees with.
@@ -46,7 +49,8 @@ from core.timeutil import to_ms
 from loops.models import Loop, LoopEvent, LoopRun, LoopState
 from loops.runs import OPEN_STATUSES
 from scheduler.delivery import PAUSED_FIRST
-from tests.conftest import ApiClient, create_loop, every
+from sessions_app.models import SessionHeader
+from tests.conftest import ApiClient, after, create_loop, every
 from tests.processes import wait_for
 from tokens.services import token_create
 
@@ -69,6 +73,8 @@ CLIENTS = 3  # client threads, each the only one to pause, resume, edit or delet
 PACE = 0.04  # mean seconds between one client's calls
 HOT = 4  # loops every client runs now, so that clicks on one loop collide
 MAX_DELETES = 4  # per client
+FAILING = 6  # one-shots whose target is gone: failed, run now and retried by every client
+GONE = "ses_race_gone"
 SEED = 20261130
 TOKEN_NAME = "race-client"
 DELETED_FIRST = "The loop was deleted before this occurrence was delivered."
@@ -104,15 +110,25 @@ class Tracked:
 class Client:
     """One operator client thread: its own ApiClient (and so its own database connection)."""
 
-    def __init__(self, index: int, token: str, owned: list[Tracked], everyone: list[Tracked], hot: list[Tracked]):
+    def __init__(
+        self,
+        index: int,
+        token: str,
+        owned: list[Tracked],
+        everyone: list[Tracked],
+        hot: list[Tracked],
+        failing: tuple[str, ...] = (),
+    ):
         self.index = index
         self.rng = random.Random(SEED + index)
         self.api = ApiClient(token, CREATOR)
-        self.owned, self.everyone, self.hot = owned, everyone, hot
+        self.owned, self.everyone, self.hot, self.failing = owned, everyone, hot, list(failing)
         self.calls = Counter()  # (operation, status) -> count
         self.run_now_ok = Counter()  # loop_id -> 202 answers
         self.manual_runs: list[dict] = []  # the RunViews of the 202 answers
         self.not_found: set[str] = set()  # loops run now answered 404 for
+        self.retried = Counter()  # failing loop_id -> 200 answers to retry
+        self.failing_runs: list[str] = []  # run ids of the 202 answers to run now of a failing loop
         self.unexpected: list[str] = []
         self.crash: str | None = None
         self.deletes = 0
@@ -209,6 +225,34 @@ class Client:
         else:
             self.expect(False, f"run now {loop.loop_id}", response)
 
+    def retry(self, loop_id: str) -> None:
+        """Retry a failing one-shot, half the time right after a run now of it (the run now's run is
+        usually still open then): a retry must never schedule the loop beside an open run."""
+        if self.rng.random() < 0.5:
+            response = self.request("post", f"/api/loops/{loop_id}/run")
+            self.calls["run_now failing", response.status_code] += 1
+            if response.status_code == 202:
+                self.failing_runs.append(response.json()["run_id"])
+            else:
+                self.expect(
+                    response.status_code == 409 and response.json()["error"]["code"] == "run_in_flight",
+                    f"run now {loop_id}",
+                    response,
+                )
+        response = self.request("post", f"/api/loops/{loop_id}/retry")
+        body = response.json()
+        if response.status_code == 200:
+            self.calls["retry", 200] += 1
+            self.retried[loop_id] += 1
+            self.expect(body["state"] == "scheduled" and "next_at" in body, f"retry {loop_id}", response)
+            return
+        code = body.get("error", {}).get("code")
+        self.calls[f"retry {code}", response.status_code] += 1
+        # not_failed: another client's retry came first (it is scheduled, or its run is going).
+        self.expect(
+            response.status_code == 409 and code in ("run_in_flight", "not_failed"), f"retry {loop_id}", response
+        )
+
     def delete(self, loop: Tracked) -> None:
         response = self.api.tool("loop_delete", {"loop_id": loop.loop_id})
         answered = timezone.now()
@@ -226,8 +270,12 @@ class Client:
 
     def step(self) -> None:
         rng = self.rng
-        operation = rng.choices(["pause", "resume", "edit", "run_now", "delete"], weights=[24, 24, 24, 27, 1])[0]
-        if operation == "run_now":
+        operation = rng.choices(
+            ["pause", "resume", "edit", "run_now", "delete", "retry"], weights=[24, 24, 24, 27, 1, 10]
+        )[0]
+        if operation == "retry":
+            self.retry(rng.choice(self.failing))
+        elif operation == "run_now":
             pool = self.hot if rng.random() < 0.3 else self.everyone
             self.run_now(rng.choice(pool))
         elif operation == "delete":
@@ -290,13 +338,15 @@ def test_operators_racing_two_schedulers_for_a_minute(schedulers, make_session):
         tracked.append(Tracked(loop.loop_id, i, loop.prompt, loop.session_id))
     by_id = {loop.loop_id: loop for loop in tracked}
     loop_ids = list(by_id)
-    # Warm: every loop delivered once before the operators start.
+    failing = failing_one_shots(make_session)
+    # Warm: every loop delivered once, and every failing one-shot failed, before the operators start.
     wait_for(lambda: delivered_at_least(tracked, 1), timeout=60, interval=0.2, message="a first delivery per loop")
+    wait_for(lambda: all_failed(failing), timeout=60, interval=0.2, message="the one-shots to fail")
 
-    monitor = Monitor(loop_ids)
+    monitor = Monitor(loop_ids + failing)
     monitor.start()
     hot = tracked[:HOT]
-    clients = [Client(i, token, tracked[i::CLIENTS], tracked, hot) for i in range(CLIENTS)]
+    clients = [Client(i, token, tracked[i::CLIENTS], tracked, hot, tuple(failing)) for i in range(CLIENTS)]
     deadline = time.monotonic() + RACE_SECONDS
     threads = [threading.Thread(target=client.run, args=(deadline,), daemon=True) for client in clients]
     for thread in threads:
@@ -306,13 +356,17 @@ def test_operators_racing_two_schedulers_for_a_minute(schedulers, make_session):
         assert not thread.is_alive(), "a client thread hangs"
 
     # Stop: pause what is left, so that no occurrence is claimed any more; let the runs in flight
-    # finish (a scheduled one not yet started is skipped), then stop the schedulers gracefully.
+    # finish (a scheduled one not yet started is skipped) and the last retries fail, then stop the
+    # schedulers gracefully.
     closer = Client(CLIENTS, token, [], tracked, [])
     for loop in tracked:
         if loop.deleted_at is None:
             closer.pause(loop)
     wait_for(
-        lambda: not LoopRun.objects.filter(loop_id__in=loop_ids, status__in=OPEN_STATUSES).exists(),
+        lambda: (
+            not LoopRun.objects.filter(loop_id__in=loop_ids + failing, status__in=OPEN_STATUSES).exists()
+            and all_failed(failing)
+        ),
         timeout=60,
         interval=0.2,
         message="the runs in flight to finish",
@@ -356,11 +410,14 @@ def test_operators_racing_two_schedulers_for_a_minute(schedulers, make_session):
     check_revisions(runs, by_id, deleted)
     check_pauses_and_deletes(runs, by_id)
     events = check_trail(clients, tracked, runs, deleted)
+    check_retries(clients, failing)
 
     # It really raced: each operation often, both kinds of run-now answer, both schedulers at work.
     for operation in ("pause", "resume", "edit", "run_now"):
         assert report[operation, 200 if operation != "run_now" else 202] >= RACE_SECONDS, report
     assert report["run_now", 409] > 0, report
+    # Retries raced run now: some went through, some were refused for the run now they followed.
+    assert report["retry", 200] > 0 and report["retry run_in_flight", 409] > 0, report
     workers = [sum(counts.values()) for counts in delivered_per_scheduler([s.output() for s in schedulers.started])]
     assert all(workers), workers
     # What the race exercised (printed with -s): how often an edit of the prompt or target landed
@@ -382,6 +439,44 @@ def test_operators_racing_two_schedulers_for_a_minute(schedulers, make_session):
         f"claim to start: median {latency[len(latency) // 2]:.3f} s, max {latency[-1]:.3f} s",
         sep="\n  ",
     )
+
+
+def failing_one_shots(make_session) -> list[str]:
+    """One-shots due at once whose target session is gone by the time they fire: each of their
+    runs fails for good, so each leaves its loop `failed` (retryable, spec §4) again."""
+    make_session(GONE, status="idle")  # loop_create checks that the target exists
+    loop_ids = [
+        create_loop(after(2), target=GONE, created_by=CREATOR, prompt=f"failing {i}").loop_id for i in range(FAILING)
+    ]
+    SessionHeader.objects.filter(session_id=GONE).delete()
+    return loop_ids
+
+
+def all_failed(loop_ids: list[str]) -> bool:
+    return Loop.objects.filter(loop_id__in=loop_ids, state=LoopState.FAILED).count() == len(loop_ids)
+
+
+def check_retries(clients: list[Client], failing: list[str]) -> None:
+    """A failing one-shot ran once when it fell due and once per 200 retry, each run failed, never
+    two at once; a manual run for every 202 run now; one retried and one run_now event per answer."""
+    runs = list(LoopRun.objects.filter(loop_id__in=failing))
+    assert {run.status for run in runs} == {"failed"}, Counter(run.status for run in runs)
+    together = runs_in_flight_together(runs)
+    assert not together, f"{len(together)} time(s) two runs of a failing loop in flight: " + "; ".join(together[:3])
+    retried, manual = Counter(), sorted(run_id for client in clients for run_id in client.failing_runs)
+    for client in clients:
+        retried.update(client.retried)
+    scheduled = Counter(run.loop_id for run in runs if not run.manual)
+    assert scheduled == Counter({loop_id: 1 + retried[loop_id] for loop_id in failing}), (scheduled, retried)
+    assert sorted(run.run_id for run in runs if run.manual) == manual
+    trail = Counter(
+        LoopEvent.objects.filter(loop_id__in=failing, kind__in=["retried", "run_now"]).values_list("loop_id", "kind")
+    )
+    run_now = Counter(run.loop_id for run in runs if run.manual)
+    expected = {(loop_id, "retried"): retried[loop_id] for loop_id in failing} | {
+        (loop_id, "run_now"): run_now[loop_id] for loop_id in failing
+    }
+    assert +trail == +Counter(expected), (trail, expected)
 
 
 def check_revisions(runs: list[LoopRun], by_id: dict[str, Tracked], deleted: set[str]) -> None:
