@@ -139,12 +139,16 @@ def insert_rows(
     fields: Sequence[str],
     rows: Iterable[Sequence[Any]],
     *,
-    skip_conflicts: bool = False,
+    skip_conflicts_on: Sequence[str] = (),
     count_on: tuple[str, str] | None = None,
 ) -> set[Any]:
     """INSERT the rows (values in `fields` order; the primary key among them); returns the primary
-    keys of the rows inserted. With skip_conflicts a row whose unique key exists already is left
-    out (ON CONFLICT DO NOTHING) and its key is not returned.
+    keys of the rows inserted. skip_conflicts_on names the fields of one unique key (a unique field,
+    or a model's UniqueConstraint without a condition): a row whose value of that key exists already
+    is left out (ON CONFLICT (key) DO NOTHING) and its primary key is not returned. Only that key: a
+    row that breaks any other unique constraint raises IntegrityError, as a plain INSERT does, rather
+    than disappearing as if it had been written before (a bare ON CONFLICT DO NOTHING skips a
+    conflict on any constraint).
 
     count_on=(column, group): the column numbers the rows of each group on from the highest number
     stored in that group, in the statement that inserts them (no counter row to write). Give each
@@ -159,7 +163,7 @@ def insert_rows(
         return set()
     table, pk = quote(meta.db_table), quote(_column(meta.pk))
     names = ", ".join(quote(_column(column)) for column in columns)
-    conflict = " ON CONFLICT DO NOTHING" if skip_conflicts else ""
+    conflict = f" ON CONFLICT ({_unique_key(model, skip_conflicts_on)}) DO NOTHING" if skip_conflicts_on else ""
     counted, group = (fields.index(count_on[0]), fields.index(count_on[1])) if count_on else (-1, -1)
 
     def highest(group_value: str) -> str:
@@ -180,7 +184,7 @@ def insert_rows(
         params = [[row[group] if i == counted else value for i, value in enumerate(row)] for row in params]
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(placeholders)}){conflict}", params)
-        if not skip_conflicts:
+        if not skip_conflicts_on:
             return {row[fields.index(meta.pk.name)] for row in params}
         # SQLite's executemany cannot return rows: ask which of the new keys are there now.
         keys = [row[fields.index(meta.pk.name)] for row in params]
@@ -193,3 +197,20 @@ def insert_rows(
 
 
 _SQLITE_MAX_VARIABLES = 900  # below SQLite's oldest limit on bound parameters (999)
+
+
+def _unique_key(model: type[models.Model], fields: Sequence[str]) -> str:
+    """The columns of the unique key `fields` of `model`, quoted, for an ON CONFLICT target. Both
+    engines take only the columns of a unique index as a target; checked here, so that a wrong name
+    fails in every test that writes, on SQLite too, with the model's name in the message."""
+    meta = model._meta
+    wanted = set(fields)
+    unique = [{field.name} for field in meta.concrete_fields if field.unique]
+    unique += [set(names) for names in meta.unique_together]
+    unique += [
+        set(constraint.fields)
+        for constraint in meta.constraints
+        if isinstance(constraint, models.UniqueConstraint) and constraint.condition is None and constraint.fields
+    ]
+    assert wanted in unique, f"{model.__name__} has no unique key on exactly {sorted(wanted)}"
+    return ", ".join(connection.ops.quote_name(_column(_stored_field(model, name))) for name in fields)

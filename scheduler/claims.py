@@ -76,9 +76,11 @@ def _new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int =
 
 
 def _insert(runs: list[NewRun], *, skip_conflicts: bool = False) -> set[str]:
-    """INSERT the runs; returns the IDs of those inserted (see core.bulk.insert_rows)."""
+    """INSERT the runs; returns the IDs of those inserted (see core.bulk.insert_rows). skip_conflicts:
+    a run whose occurrence key is taken is left out; any other conflict raises."""
     rows = [[getattr(run, name) for name in RUN_COLUMNS] for run in runs]
-    return insert_rows(LoopRun, RUN_COLUMNS, rows, skip_conflicts=skip_conflicts)
+    skip_on = ("occurrence_key",) if skip_conflicts else ()
+    return insert_rows(LoopRun, RUN_COLUMNS, rows, skip_conflicts_on=skip_on)
 
 
 def _deadline(loop: Loop) -> datetime:

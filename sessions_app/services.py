@@ -176,7 +176,9 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
         # In a separate statement from the locks: a READ COMMITTED statement reads the commits made
         # before it began, so this one sees those of the writers it waited for. A skipped
         # (re-driven) occurrence leaves its number unused: a gap, which paging does not mind.
-        inserted = insert_rows(InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts=True, count_on=("seq", "session_id"))
+        inserted = insert_rows(
+            InboxMessage, _INBOX_COLUMNS, rows, skip_conflicts_on=("occurrence_key",), count_on=("seq", "session_id")
+        )
     message_ids = {row[6]: row[0] for row in rows if row[0] in inserted}
     # Those that were already there keep their first message (a re-driven occurrence: rare).
     if missing := [row[6] for row in rows if row[0] not in inserted]:
