@@ -1,4 +1,5 @@
-"""The clock keeps going whatever a tick raises; only a stop request ends it (defect 2)."""
+"""The clock keeps going whatever a tick raises; only a stop request ends it (defect 2). It sleeps
+until the earliest next_at, clamped (spec §5)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import logging
 import threading
 
 import pytest
+import time_machine
 
+from monitoring.gauges import ALIVE_WINDOW
 from scheduler import clock as clock_module
-from scheduler.clock import Clock
+from scheduler.clock import HEARTBEAT_EVERY, MAX_SLEEP, Clock
+from tests.conftest import T0, create_loop, every
 
 
 class Ticks:
@@ -96,3 +100,32 @@ def test_the_shortest_sleep_counts_from_the_start_of_a_tick(monkeypatch):
     monkeypatch.setattr(clock_module, "next_wakeup", lambda **kwargs: timezone.now() - timedelta(seconds=1))
 
     assert Clock().tick() <= clock_module.MIN_SLEEP - 0.025
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "due_in, sleeps",
+    [(3600, MAX_SLEEP), (int(MAX_SLEEP) + 1, MAX_SLEEP), (10, 10)],
+    ids=["an hour away", "just past the clamp", "within the clamp"],
+)
+def test_the_clock_sleeps_until_the_earliest_next_at_but_never_longer_than_max_sleep(make_session, due_in, sleeps):
+    """spec §5: however far the next deadline, a clock wakes within MAX_SLEEP (its heartbeat, and a
+    NOTIFY it missed costs a delay, never a loss); a nearer deadline is slept to exactly."""
+    make_session("ses_target", status="idle")
+    with time_machine.travel(T0, tick=False):
+        create_loop(every(due_in), target="ses_target", at=T0)
+        create_loop(every(due_in + 60), target="ses_target", at=T0)  # later: not what it wakes for
+
+        assert Clock().tick() == pytest.approx(sleeps)
+
+
+@pytest.mark.django_db
+def test_a_clock_with_nothing_scheduled_sleeps_max_sleep():
+    with time_machine.travel(T0, tick=False):
+        assert Clock().tick() == MAX_SLEEP
+
+
+def test_a_clock_asleep_for_max_sleep_still_reads_alive():
+    """It beats at most HEARTBEAT_EVERY apart when it ticks, and it ticks at least every MAX_SLEEP:
+    its last tick is never older than the window in which health counts a scheduler alive."""
+    assert HEARTBEAT_EVERY.total_seconds() + MAX_SLEEP < ALIVE_WINDOW.total_seconds()
