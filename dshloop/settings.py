@@ -332,6 +332,11 @@ DSHLOOP_APPROVE_AGENT_NEW_LOOPS = env_bool("DSHLOOP_APPROVE_AGENT_NEW_LOOPS", Fa
 # tools refuse it with 403 forbidden, and GET /api/tools leaves them out for it). Off by default:
 # an unattended run must not schedule more unattended work, as dsh-automation refuses recursion.
 DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS = env_bool("DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS", False)
+# Contract §14: the tools (by name) a session dshloop made for a `new` run may call beyond the plugin's
+# small built-in set (dsh-plugin/src/boundary.ts, docs/dsh.md): nobody watches such a run, so nested
+# agents, background jobs, questions and other plugins' tools are refused unless named here. Sent
+# with each delivery into such a session; an operator's setting, never a loop's.
+DSHLOOP_FRESH_RUN_TOOLS = env_list("DSHLOOP_FRESH_RUN_TOOLS", [])
 # Contract §14, §15: the host permission presets a `new` loop may carry (DSH rc.8's table without its
 # unconfined `danger-full-access`, which an operator may add; a deployment that patches DSH's table
 # with more lists them here too), and the one a new loop gets unless an operator picks another: the

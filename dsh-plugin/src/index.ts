@@ -6,6 +6,7 @@
  * the plugin builds and type-checks without DSH's packages and imports nothing from DSH at run time.
  */
 
+import { allowedTools, extraToolsOf, refusal } from './boundary.ts'
 import { cappedCall } from './cap.ts'
 import builtIn from './catalogue.json' with { type: 'json' }
 import {
@@ -50,7 +51,11 @@ interface ToolExecution {
 interface Agent extends LiveAgent {
   readonly id: string
   readonly ctx: {
-    readonly tools: { register(definition: unknown): Disposer }
+    readonly tools: {
+      register(definition: unknown): Disposer
+      /** DSH's final, agent-scoped check after every `tools/pre-execute` listener: a reason denies. */
+      guard(check: (exec: ToolExecution) => string | undefined): Disposer
+    }
     effect(body: () => Disposer, label: string): Disposer
   }
 }
@@ -82,10 +87,6 @@ export const RPC_CHANNEL = '/dshloop'
 const DEFAULT_URL = 'http://127.0.0.1:8000'
 const DEFAULT_TIMEOUT_SECONDS = 10
 
-/** The tools a session dshloop made for a `new` run goes without (contract §15): unattended work
- * may not schedule more of itself. dshloop says so with each delivery into such a session. */
-export const LOOP_MAKING_TOOLS: readonly string[] = ['loop_create', 'loop_delete']
-
 export const SUBAGENT_REFUSAL =
   'The loop tools belong to the conversation\'s main agent, not to a subagent: a subagent\'s session ' +
   'ends with its task, so a loop could neither target it nor be owned by it. Report back and let the ' +
@@ -115,13 +116,16 @@ export function apply(ctx: HostContext, config: Config = {}): void {
     const mounted = new Map<Agent, Disposer>()
     let alive = true
 
-    // Sessions made for a `new` run, which keep only the read-only tools (in memory: after a DSH
-    // restart dshloop says so again with the next delivery, and refuses their calls meanwhile).
-    const unattended = new Set<string>()
+    // Sessions made for a `new` run, by ID, with the tools each may call (src/boundary.ts). In
+    // memory: a DSH restart interrupts their turn, and a re-driven delivery says so again; dshloop
+    // itself refuses their loop-making calls meanwhile (contract §15).
+    const unattended = new Map<string, ReadonlySet<string>>()
+    const guarded = new Map<Agent, Disposer>()
 
     const mount = (agent: Agent): void => {
       if (!alive || mounted.has(agent) || !ctx.agents.roots().includes(agent)) return
-      const tools = unattended.has(agent.id) ? catalogue.filter(tool => !LOOP_MAKING_TOOLS.includes(tool.name)) : catalogue
+      const allowed = unattended.get(agent.id)
+      const tools = allowed === undefined ? catalogue : catalogue.filter(tool => allowed.has(tool.name))
       mounted.set(agent, agent.ctx.effect(() => registerTools(agent, tools), 'dshloop: loop tools'))
     }
 
@@ -190,7 +194,8 @@ export function apply(ctx: HostContext, config: Config = {}): void {
     for (const agent of ctx.agents.roots()) mount(agent)
     const stopCreated = ctx.on('agent/created', ({ agent }) => mount(agent))
     const stopDisposed = ctx.on('agent/disposed', ({ agent }) => {
-      mounted.delete(agent) // its ctx disposes the registrations with it
+      mounted.delete(agent) // its ctx disposes the registrations and the guard with it
+      guarded.delete(agent)
     })
     const stopAsk = config.askBeforeNewSessionLoops
       ? ctx.on('tools/pre-execute', async (exec, next) => {
@@ -204,11 +209,21 @@ export function apply(ctx: HostContext, config: Config = {}): void {
           }
         })
       : () => {}
-    // The first delivery into a session made for a `new` run takes its loop-making tools away
-    // before the message can start a turn (the model is offered the tools when the turn starts).
-    const restrict = async (agent: Agent): Promise<void> => {
-      if (unattended.has(agent.id)) return
-      unattended.add(agent.id)
+    // The first delivery into a session made for a `new` run bounds its tools before the message
+    // can start a turn: DSH's own guard on that agent refuses any call outside the fresh-run set,
+    // and dshloop's tools outside it are not even offered (the model gets the tools as a turn starts).
+    const restrict = async (agent: Agent, extra: readonly string[]): Promise<void> => {
+      const allowed = allowedTools(extra)
+      const before = unattended.get(agent.id)
+      if (before !== undefined && before.size === allowed.size && [...allowed].every(name => before.has(name))) return
+      unattended.set(agent.id, allowed)
+      if (!guarded.has(agent)) {
+        const check = (exec: ToolExecution): string | undefined => {
+          const current = unattended.get(agent.id)
+          return current === undefined ? undefined : refusal(exec.name, exec.arguments, current)
+        }
+        guarded.set(agent, agent.ctx.effect(() => agent.ctx.tools.guard(check), 'dshloop: fresh-run tool boundary'))
+      }
       await remount(agent)
     }
     const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) =>
@@ -222,6 +237,8 @@ export function apply(ctx: HostContext, config: Config = {}): void {
       stopAsk()
       for (const dispose of mounted.values()) await dispose()
       mounted.clear()
+      for (const dispose of guarded.values()) await dispose()
+      guarded.clear()
       await stopRpc()
     }
   }, 'dshloop: host')
@@ -230,7 +247,8 @@ export function apply(ctx: HostContext, config: Config = {}): void {
 /** What the channel's delivery endpoint needs of the host half. */
 export interface Deliveries {
   readonly agents: { get(id: string): Agent | undefined }
-  restrict(agent: Agent): Promise<void>
+  /** Bound a fresh run's tools: the built-in set plus `extra` (src/boundary.ts). */
+  restrict(agent: Agent, extra: readonly string[]): Promise<void>
 }
 
 /**
@@ -239,7 +257,8 @@ export interface Deliveries {
  *   session as the caller — never another session's (spec §8.1);
  * - `hello {}` from dshloop: that this plugin is here and can deliver;
  * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
- *   `unattended: true` for a session dshloop made for a `new` run;
+ *   `unattended: true` for a session dshloop made for a `new` run, and in `extraTools` the tools an
+ *   operator added to its set (src/boundary.ts);
  * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
  * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts): dshloop's
  *   answer as the value, or `{refused: {code, message, field?}}` with dshloop's code, its sentence and
@@ -294,7 +313,8 @@ async function deliverRpc(payload: unknown, deliveries: Deliveries): Promise<Rpc
   try {
     const request = parseDeliverRequest(payload)
     const agent = deliveries.agents.get(request.sessionId)
-    if (agent !== undefined && (payload as { unattended?: unknown }).unattended === true) await deliveries.restrict(agent)
+    const body = payload as { unattended?: unknown; extraTools?: unknown }
+    if (agent !== undefined && body.unattended === true) await deliveries.restrict(agent, extraToolsOf(body.extraTools))
     return { ok: true, value: deliver(agent, request) }
   } catch (error) {
     if (error instanceof DeliverError) return rpcError(error.code, error.message)

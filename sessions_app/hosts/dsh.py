@@ -76,6 +76,13 @@ PLUGIN_CHANNEL = "/dshloop"
 PLUGIN_RECHECK_SECONDS = 60.0
 
 
+def fresh_run_extra_tools() -> list[str]:
+    """The tools a fresh run may call beyond the plugin's built-in set: the operator's
+    DSHLOOP_FRESH_RUN_TOOLS, and the loop-making tools when DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS is on."""
+    making = ["loop_create", "loop_delete"] if settings.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS else []
+    return [*settings.DSHLOOP_FRESH_RUN_TOOLS, *making]
+
+
 def new_session_id(occurrence_key: str) -> str:
     """The DSH session for one occurrence of a `new` loop: the same occurrence, the same session."""
     return "loop-" + hashlib.sha256(occurrence_key.encode()).hexdigest()[:24]
@@ -386,7 +393,10 @@ class DshHost:
                 "key": message.occurrence_key,
                 "summary": message.summary,
                 "loop": {"loop_id": source.get("loop_id", ""), "run_id": source.get("run_id", "")},
-                "unattended": message.fresh and not settings.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS,
+                # A fresh run's tools are bounded by the plugin (contract §14, dsh-plugin/src/boundary.ts):
+                # its built-in set, plus what the operator allows here.
+                "unattended": message.fresh,
+                "extraTools": fresh_run_extra_tools() if message.fresh else [],
                 "notice": message.notice,
             },
             path=PLUGIN_CHANNEL + "/deliver",

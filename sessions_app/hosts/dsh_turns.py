@@ -3,6 +3,9 @@ its reason mapped to a run outcome (contract §10)."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 from .base import TurnEnd, clip
 from .dsh_wire import json_array, json_object, json_string
 
@@ -33,8 +36,38 @@ def _final_text(turn: list[dict]) -> str:
     return ""
 
 
+# The tool error dshloop's plugin answers a call outside a fresh run's tools with (dsh-plugin/src/
+# boundary.ts `refusal`; DSH prefixes a guard's reason with "Error: "): the tool and the rule.
+REFUSED = re.compile(r"Error: dshloop refused (\S+) \(rule ([a-z-]+)\)")
+
+
+def refusals(turn: list[dict]) -> list[str]:
+    """The calls the fresh-run boundary refused in a turn, as "tool (rule …)", in order."""
+    refused = []
+    for event in turn:
+        if event.get("type") != "tool/result":
+            continue
+        message = json_object(json_object(event.get("data")).get("message"))
+        for block in json_array(message.get("content")):
+            if isinstance(block, dict) and block.get("isError") is True:
+                if match := REFUSED.match(_text(block)):
+                    refused.append(f"{match[1]} (rule {match[2]})")
+    return refused
+
+
 def map_turn_end(reason: object, turn: list[dict]) -> TurnEnd:
-    """A `turn/end` reason as a run outcome; `turn` holds the turn's events from the run's message on."""
+    """A `turn/end` reason as a run outcome; `turn` holds the turn's events from the run's message on.
+    Calls the fresh-run boundary refused are said in its error, whatever the outcome: the run is
+    where an operator looks for what an unattended agent tried and could not do."""
+    ended = _map_reason(reason, turn)
+    refused = refusals(turn)
+    if not refused:
+        return ended
+    note = f"dshloop's fresh-run boundary refused: {', '.join(refused)}."
+    return replace(ended, error=clip(f"{ended.error.rstrip('.')}. {note}" if ended.error else note))
+
+
+def _map_reason(reason: object, turn: list[dict]) -> TurnEnd:
     reason = reason if isinstance(reason, dict) else {}
     kind = json_string(reason.get("kind"))
     if kind == "completed":

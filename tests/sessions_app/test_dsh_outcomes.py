@@ -466,3 +466,30 @@ def test_the_turn_is_the_first_to_end_after_our_message():
     assert turn_end_of(events, "someone-else") == TurnEnd("succeeded", summary="tick 0 tick 1")
     assert turn_end_of(events[:7], KEY) is None  # our turn has not ended yet
     assert turn_end_of(events, "loop_other@1") is None  # not in the log
+
+
+def tool_result(seq: int, text: str, *, is_error: bool = True) -> dict:
+    block = {"type": "tool_result", "isError": is_error, "content": [{"type": "text", "text": text}]}
+    message = {"role": "tool", "content": [block], "source": {"kind": "tool", "callId": f"call_{seq}"}}
+    return {"type": "tool/result", "seq": seq, "data": {"message": message}}
+
+
+def test_calls_the_fresh_run_boundary_refused_are_said_in_the_run_error_whatever_the_outcome():
+    refused = [
+        tool_result(10, "Error: dshloop refused subagent (rule fresh-run-tools): this is an unattended run …"),
+        tool_result(12, "Error: dshloop refused bash (rule fresh-run-foreground): run_in_background starts …"),
+        # Neither a tool's ordinary failure nor output that quotes the words is a refusal.
+        tool_result(14, "Error: command exited with 1"),
+        tool_result(16, "Error: dshloop refused x (rule fresh-run-tools)", is_error=False),
+        tool_result(17, "cat: log says: Error: dshloop refused y (rule fresh-run-tools)"),
+    ]
+    note = "dshloop's fresh-run boundary refused: subagent (rule fresh-run-tools), bash (rule fresh-run-foreground)."
+    completed = a_turn({"kind": "completed"}, text="Done without help.")
+    assert turn_end_of([*completed[:2], *refused, *completed[2:]], KEY) == TurnEnd(
+        "succeeded", summary="Done without help.", error=note
+    )
+    failed = a_turn({"kind": "error", "error": {"message": "stub refuses", "code": "INVALID_REQUEST"}})
+    assert turn_end_of([*failed[:2], *refused, *failed[2:]], KEY) == TurnEnd(
+        "failed", error=f"DSH ended the turn with an error (INVALID_REQUEST): stub refuses. {note}"
+    )
+    assert turn_end_of(completed, KEY) == TurnEnd("succeeded", summary="Done without help.")
