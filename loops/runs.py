@@ -27,6 +27,11 @@ OVERLAP = "overlap"
 CAPACITY = "capacity"
 SKIP_REASONS = (OVERLAP, CAPACITY)
 
+# How the error of a delivery attempt that its host gave no answer to (refused, reset, timed out)
+# begins (scheduler.prepare): such a run is retried until the host answers, and health and the
+# metrics count the runs stalled so by these words (monitoring.gauges).
+WAITING_FOR_HOST = "Waiting for the host, which gave no answer: "
+
 _Rows = TypeVar("_Rows", bound=QuerySet[Any, Any])
 
 

@@ -3,9 +3,12 @@
 claim (scheduler.claims) -> take the runs -> resolve and wake each target -> deliver to the inboxes
 with the occurrence keys -> record the runs -> update the loops.
 
-Failure policy: a transient host failure (unreachable, timeout, 5xx) is retried with
-exponential backoff inside the occurrence; a permanent one (target or preset gone, no global
-interface) fails at once. every/cron loops keep their schedule either way.
+Failure policy: a transient host failure (a 5xx, a malformed answer) is retried with
+exponential backoff inside the occurrence, and given up after MAX_ATTEMPTS; a host that gives no
+answer at all (refused, reset, timed out) is retried on the same backoff until it answers, since
+only its answer can tell whether an earlier attempt got through (scheduler.prepare.host_failed); a
+permanent failure (target or preset gone, no global interface) fails at once. every/cron loops
+keep their schedule either way.
 
 With the embedded host (transactional) a whole batch — the runs taken, target changes, messages
 and records — is one transaction, and the runs' row locks are their lease: a crash rolls the
@@ -27,7 +30,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import DatabaseError, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -42,7 +45,7 @@ from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows, lease
 from loops.services.ends import loops_end
 from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
-from scheduler.prepare import Attempt, failure, prepare_batch, refused
+from scheduler.prepare import Attempt, host_failed, prepare_batch, refused
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import host_savepoint
 from sessions_app.hosts import get_host
@@ -51,11 +54,14 @@ from sessions_app.hosts.base import Delivered, Host, HostError, Message
 logger = logging.getLogger("dshloop.delivery")
 
 BACKOFF_BASE = timedelta(seconds=1)
-BACKOFF_CAP = timedelta(seconds=60)
+# A host that gives no answer is retried at this pace past attempt 5, until it answers: found
+# within 16 s of its return.
+BACKOFF_CAP = timedelta(seconds=16)
 
 
 def backoff(attempt: int) -> timedelta:
-    """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5: about 31 s of patience in all."""
+    """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5 (about 31 s of patience for a host that
+    answers with errors), then 16 s after each further attempt."""
     factor: float = 2 ** (attempt - 1)  # typeshed cannot tell an int power from a float one
     return min(BACKOFF_BASE * factor, BACKOFF_CAP)
 
@@ -63,9 +69,10 @@ def backoff(attempt: int) -> timedelta:
 PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
 
 
-def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, DeliveryLoop]]:
+def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, DeliveryLoop], int]:
     """Lock the batch's open runs that no other driver holds, and their loops; the caller holds
-    the transaction. Returns the runs to deliver and their loops (a deleted loop is missing).
+    the transaction. Returns the runs to deliver, their loops (a deleted loop is missing), and how
+    many runs it recorded skipped instead.
 
     A scheduled occurrence of a loop paused before it started is skipped here, not delivered: the
     loop rows are locked too, so a pause that commits first is seen, and one that commits later
@@ -76,15 +83,9 @@ def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, De
     ).order_by("run_id")
     runs = [RunRow(*row) for row in free_rows(free).values_list(*OPEN_RUN_COLUMNS)]
     if not runs:
-        return [], {}
+        return [], {}, 0
     # Runs, then loops, each in key order: the order of every writer of both (no deadlocks).
-    loops = {
-        row[0]: DeliveryLoop(*row)
-        for row in Loop.objects.select_for_update()
-        .filter(loop_id__in={run.loop_id for run in runs})
-        .order_by("loop_id")
-        .values_list(*LOOP_COLUMNS)
-    }
+    loops = {row[0]: DeliveryLoop(*row) for row in _locked_loops(runs).values_list(*LOOP_COLUMNS)}
 
     def paused_first(run: RunRow) -> bool:
         loop = loops.get(run.loop_id)
@@ -102,7 +103,12 @@ def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, De
         tally.save()
     for run in runs:
         run.started_at = run.started_at or now
-    return [run for run in runs if not paused_first(run)], loops
+    return [run for run in runs if not paused_first(run)], loops, len(skipped)
+
+
+def _locked_loops(runs: list[RunRow]) -> QuerySet[Loop]:
+    """The runs' loops, locked in key order when read: after the runs, as every writer of both."""
+    return Loop.objects.select_for_update().filter(loop_id__in={run.loop_id for run in runs}).order_by("loop_id")
 
 
 def _lease(runs: list[RunRow], now: datetime) -> None:
@@ -128,11 +134,7 @@ def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> l
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
     results = _deliver_isolating(host, [message for _, message in pending]) if pending else []
     delivered = {
-        run.run_id: (
-            Attempt(run, delivered=True)
-            if not isinstance(result, HostError)
-            else failure(run, error=str(result), transient=result.transient)
-        )
+        run.run_id: (Attempt(run, delivered=True) if not isinstance(result, HostError) else host_failed(run, result))
         for (run, _), result in zip(pending, results, strict=True)
     }
     return [delivered[run.run_id] if isinstance(item, Message) else item for run, item in prepared]
@@ -370,7 +372,8 @@ def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:
 
 
 def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
-    """Drive a batch of runs to delivered, failed or a later retry; returns how many were ours.
+    """Drive a batch of runs to delivered, failed, skipped (their loop paused first) or a later
+    retry; returns how many were ours.
 
     `now` pins the clock for the whole batch (STYLE §7); without it each step reads the clock,
     because host calls take real time and a backoff counts from the failure.
@@ -383,23 +386,28 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
     if host.capabilities.transactional:
         # The embedded host: runs taken, messages, target changes and records commit together.
         with transaction.atomic(durable=True):
-            runs, loops = _take(run_ids, clock())
+            runs, loops, skipped = _take(run_ids, clock())
             if runs:
                 _deliver_and_record(runs, loops, host, clock())
-        return len(runs)
+        return len(runs) + skipped
     # A remote host's deliveries are side effects: no transaction is held open across them.
     with transaction.atomic(durable=True):
-        runs, loops = _take(run_ids, clock())
+        runs, loops, skipped = _take(run_ids, clock())
         _lease(runs, clock())
     if not runs:
-        return 0
+        return skipped
     attempts = _deliver(runs, loops, host)
     with transaction.atomic(durable=True):
         ours = {run.run_id for run in _still_leased(runs)}
-        _record([attempt for attempt in attempts if attempt.run.run_id in ours], loops, clock())
-    return len(runs)
+        recorded = [attempt for attempt in attempts if attempt.run.run_id in ours]
+        # Runs, then loops, each in key order, as _take: the record's UPDATEs of the loops go by
+        # result, in the runs' order, and must not be the first to lock them.
+        list(_locked_loops([attempt.run for attempt in recorded]).values_list("loop_id", flat=True))
+        _record(recorded, loops, clock())
+    return len(runs) + skipped
 
 
 def deliver_run(run_id: str, *, now: datetime | None = None) -> bool:
-    """Drive one run. False if it was not ours to drive (finished, or leased by another driver)."""
+    """Drive one run. False if it was not ours to drive (finished, or leased by another driver);
+    True once delivered, failed, skipped or due again after a backoff."""
     return deliver_runs([run_id], now=now) == 1

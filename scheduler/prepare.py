@@ -12,6 +12,7 @@ from django.db import DatabaseError
 
 from core.errors import database_unavailable, one_line, transaction_rolled_back
 from loops.models import LoopRun, revision_prompts
+from loops.runs import WAITING_FOR_HOST
 from scheduler.message import loop_message, message_summary, run_source
 from scheduler.rows import DeliveryLoop, RunRow
 from scheduler.targets import BatchView, PermanentFailure, resolve_target
@@ -39,6 +40,17 @@ def failure(run: RunRow, *, error: str, transient: bool) -> Attempt:
     return Attempt(run, error=error + (f" (gave up after {run.attempt} attempts)" if transient else ""))
 
 
+def host_failed(run: RunRow, exc: HostError) -> Attempt:
+    """A run's attempt that a host call failed. A host that gave no answer at all cannot say
+    whether an earlier attempt got through (DSH may hold the message, sent just before it went
+    away): the run is retried with the backoff for as long as it takes, never given up, and the
+    host's own exactly-once check decides once it answers (DSH reads the session's history before
+    it sends, docs/dsh.md; an HTTP host honours the occurrence key)."""
+    if exc.unreachable:
+        return Attempt(run, error=WAITING_FOR_HOST + str(exc), retry=True)
+    return failure(run, error=str(exc), transient=exc.transient)
+
+
 def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, str]:
     """Each run's prompt, by run ID: its revision's. The loop row the batch read already holds it
     while the loop is still at that revision (nearly always: no extra read on the hot path); a run
@@ -61,9 +73,13 @@ def _prompts(runs: list[RunRow], loops: dict[str, DeliveryLoop]) -> dict[str, st
 
 def prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: str) -> Attempt | Message:
     """Resolve and wake one run's target: the message to deliver, or the outcome already known."""
-    if run.attempt > MAX_ATTEMPTS:
+    if run.attempt > MAX_ATTEMPTS and host.capabilities.transactional:
         # Handed out again and again, and every driver died before recording an outcome: a
-        # poison occurrence must not keep its loop `running` and be re-driven forever.
+        # poison occurrence must not keep its loop `running` and be re-driven forever. On the
+        # embedded host a crash undid its message with the records, so it was never delivered. A
+        # remote host's run is asked of the host instead: a lease that ran out may be a slow driver
+        # or one that sent before it died, and the host's answer decides (host_failed), as for
+        # every attempt past the last (failure: a transient error then gives up).
         return Attempt(
             run, error=f"Its process kept stopping before recording an outcome (gave up after {MAX_ATTEMPTS} attempts)."
         )
@@ -82,7 +98,7 @@ def prepare(run: RunRow, loop: DeliveryLoop | None, host: BatchView, prompt: str
     except PermanentFailure as exc:
         return Attempt(run, error=str(exc))
     except HostError as exc:
-        return failure(run, error=str(exc), transient=exc.transient)
+        return host_failed(run, exc)
     except DatabaseError as exc:  # a resume or a fresh session the embedded host could not write
         logger.warning("resolving the target of %s: %s", run.occurrence_key, one_line(exc))
         refusal = refused(exc)
@@ -104,13 +120,19 @@ def prepare_batch(
     runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host
 ) -> list[tuple[RunRow, Attempt | Message]]:
     """Each run with its message to deliver, or the outcome already known."""
-    view = BatchView(
-        host,
-        {loop.session_id for loop in loops.values()}
-        | {run.target for run in runs}
-        | {loop.created_by_session_id for loop in loops.values()}
-        | {run.target_session_id for run in runs},
-    )
+    try:
+        view = BatchView(
+            host,
+            {loop.session_id for loop in loops.values()}
+            | {run.target for run in runs}
+            | {loop.created_by_session_id for loop in loops.values()}
+            | {run.target_session_id for run in runs},
+        )
+    except HostError as exc:
+        # The batch's sessions could not be looked up (DSH down, or failing): an attempt of each
+        # of its runs that failed so, recorded and retried like any host error, not an exception
+        # that leaves them `delivering` until their lease runs out. Each run's log line says why.
+        return [(run, host_failed(run, exc)) for run in runs]
     prompts = _prompts(runs, loops)
     return [(run, prepare(run, loops.get(run.loop_id), view, prompts.get(run.run_id, ""))) for run in runs]
 

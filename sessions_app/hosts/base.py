@@ -53,11 +53,14 @@ def clip(text: str, limit: int = OUTCOME_TEXT_LIMIT) -> str:
 
 
 class HostError(Exception):
-    """A host call failed. transient=True: retrying later may succeed (timeout, 5xx, refused)."""
+    """A host call failed. transient=True: retrying later may succeed (timeout, 5xx, refused).
+    unreachable=True: the host gave no answer at all (refused, reset, timed out), so it could not
+    say whether an earlier attempt got through either: a run is never given up on such an error."""
 
-    def __init__(self, message: str, *, transient: bool):
+    def __init__(self, message: str, *, transient: bool, unreachable: bool = False):
         super().__init__(message)
-        self.transient = transient
+        self.transient = transient or unreachable
+        self.unreachable = unreachable
 
 
 @dataclass(frozen=True)

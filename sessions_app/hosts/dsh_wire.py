@@ -43,8 +43,8 @@ def json_string(value: object) -> str:
 
 
 class DshError(HostError):
-    def __init__(self, message: str, *, code: str = "", said: str = "", transient: bool):
-        super().__init__(message, transient=transient)
+    def __init__(self, message: str, *, code: str = "", said: str = "", transient: bool, unreachable: bool = False):
+        super().__init__(message, transient=transient, unreachable=unreachable)
         self.code = code
         self.said = said  # DSH's own message, for an error it answered (`code` is its code)
 
@@ -78,9 +78,13 @@ class DshClient:
         try:
             response = self.client.post(path or f"/api/{method}", json=body)
         except httpx.TimeoutException as exc:
-            raise DshError(f"DSH did not answer {method} within {self.timeout:g} s.", transient=True) from exc
+            raise DshError(
+                f"DSH did not answer {method} within {self.timeout:g} s.", transient=True, unreachable=True
+            ) from exc
         except httpx.HTTPError as exc:
-            raise DshError(f"DSH is unreachable at {self.base_url} ({method}): {exc}", transient=True) from exc
+            raise DshError(
+                f"DSH is unreachable at {self.base_url} ({method}): {exc}", transient=True, unreachable=True
+            ) from exc
         if response.status_code == 403:
             raise DshError(
                 f"DSH refused {method} (403): it answers only requests whose Host header is a loopback address "

@@ -100,9 +100,11 @@ class HttpHost:
         try:
             response = self.client.request(method, path, json=json_body, params=params, headers=headers)
         except httpx.TimeoutException as exc:
-            raise HostError(f"The DSH host did not answer {what} within {self.timeout:g} s.", transient=True) from exc
+            raise HostError(
+                f"The DSH host did not answer {what} within {self.timeout:g} s.", transient=True, unreachable=True
+            ) from exc
         except httpx.HTTPError as exc:
-            raise HostError(f"The DSH host is unreachable ({what}): {exc}", transient=True) from exc
+            raise HostError(f"The DSH host is unreachable ({what}): {exc}", transient=True, unreachable=True) from exc
         if response.status_code == 404:
             raise NotFoundOnHost(f"The DSH host has no such resource ({what}).")
         if response.status_code >= 400:
