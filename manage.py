@@ -57,4 +57,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # Ctrl-C while Django starts, before a command installs its own stop handling (serve's and
+        # runloops' handlers come later): a person stopping us, not a crash, so no traceback.
+        sys.exit(130)

@@ -328,6 +328,11 @@ DSHLOOP_MIN_NEW_INTERVAL_SECONDS = env_int("DSHLOOP_MIN_NEW_INTERVAL_SECONDS", 3
 # asks the person before an agent creates a `new` loop, and turning it on holds back every agent's
 # `new` loops until someone looks at the panel.
 DSHLOOP_APPROVE_AGENT_NEW_LOOPS = env_bool("DSHLOOP_APPROVE_AGENT_NEW_LOOPS", False)
+# Contract §14: whether what DSH Web's Loops panel asks is taken as a person's. DSH's plugin channel
+# answers any local process, an agent's bash included, so by default it is not: with the approval
+# on, its `new` loops (made or widened there) await approval like an agent's, and it may not approve
+# or run one that does (dshloop's own panel may). Set it only where no agent can reach DSH's port.
+DSHLOOP_TRUST_DSH_WEB = env_bool("DSHLOOP_TRUST_DSH_WEB", False)
 # Contract §15: whether a session dshloop made for a `new` run may create and delete loops (the
 # tools refuse it with 403 forbidden, and GET /api/tools leaves them out for it). Off by default:
 # an unattended run must not schedule more unattended work, as dsh-automation refuses recursion.
@@ -438,6 +443,10 @@ Q_CLUSTER = {
 # pipeline, an occurrence's line with its loop_id, run_id, outcome … as keys (core/logformat.py).
 # The one console handler uses it, so django-q2's lines are in the same format as ours.
 DSHLOOP_LOG_FORMAT = env_choice("DSHLOOP_LOG_FORMAT", "human", {"human", "json"})
+# `serve`'s request log, a line per HTTP request: off by default, because DSH Web's panels poll
+# every few seconds and the lines would push start-up messages (the URLs, the admin password) out
+# of the terminal; warnings and errors are logged either way.
+DSHLOOP_ACCESS_LOG = env_bool("DSHLOOP_ACCESS_LOG", False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -99,7 +99,9 @@ $PY manage.py bootstrap
 $PY manage.py serve "127.0.0.1:$DSHLOOP_PORT" &
 serve_pid=$!
 
-if [ -n "${DEEPSEEK_API_KEY:-}" ]; then
+if [ -n "${DEEPSEEK_BASE_URL:-}" ]; then
+  model="agents answer with the model at DEEPSEEK_BASE_URL ($DEEPSEEK_BASE_URL)"
+elif [ -n "${DEEPSEEK_API_KEY:-}" ]; then
   model="DEEPSEEK_API_KEY is set: agents answer with DeepSeek's model"
 else
   model="no DEEPSEEK_API_KEY: DSH's turns end in MISSING_CREDENTIAL (loops are delivered, their

@@ -109,11 +109,12 @@ class Serve:
         wait_for(answers, timeout=60, message="serve to answer")
 
     def close(self) -> None:
-        # Every process serve starts stays in its process group, even once serve is dead.
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # serve's group, and the scheduler's own group (serve starts it in one of its own).
+        for pid in [self.pid, *descendants(self.pid)]:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.process.wait(10)
 
 
@@ -196,3 +197,25 @@ def test_stopping_serve_stops_the_scheduler_cleanly_without_a_restart(serve, sto
         os.killpg(serve.pid, 0)
     assert "scheduler stopped" in log
     assert RESTART_LINE not in log
+
+
+@pytest.mark.parametrize("when", ["while Django starts", "while its scheduler starts"])
+def test_ctrl_c_during_start_up_stops_quietly(tmp_path, when):
+    """A person who presses Ctrl-C a moment after `make run` sees no Python traceback, from serve
+    or from the scheduler child it has just started."""
+    server = Serve(tmp_path)
+    try:
+        if when == "while its scheduler starts":  # runloops is importing Django at this point
+            wait_for(
+                lambda: "scheduler started (runloops" in server.log(), timeout=30, message="serve to start runloops"
+            )
+        else:
+            time.sleep(0.3)  # the scenario itself: a Ctrl-C before Django has finished loading
+        os.killpg(server.pid, signal.SIGINT)
+        returncode = server.process.wait(20)
+        wait_for(lambda: not alive(descendants(server.pid)), timeout=15, message="the group to exit")
+    finally:
+        server.close()
+    log = server.log()
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
+    assert returncode in (0, 130, -signal.SIGINT), log[-3000:]

@@ -92,6 +92,7 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
             and f"dshloop:  http://127.0.0.1:{dshloop_port}/panel/" in text
         )
         assert f"(log in at http://127.0.0.1:{dshloop_port}/admin/)" in text  # the port served, not 8000
+        assert f"agents answer with the model at DEEPSEEK_BASE_URL ({stub_model.url})" in text  # not "DeepSeek's"
         wait_for(
             lambda: healthy(f"http://127.0.0.1:{dshloop_port}"),
             timeout=60,
@@ -109,6 +110,8 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
             {"prompt": "Report", "schedule": {"kind": "after", "after_seconds": 600}, "session_id": "self"},
         ).json()
         assert made["session_id"] == "self"  # a global interface session out of the box
+        # Requests are not news: the terminal keeps what a person needs (the URLs, the admin line).
+        assert "POST /api/tools/" not in log.read_text() and "GET /api/health" not in log.read_text()
 
         # The token went over a pipe: DSH's environment names only the descriptor, and no file the
         # script wrote holds anything token-shaped (dshloop's database keeps hashes).
@@ -130,3 +133,4 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
                 os.killpg(script.pid, signal.SIGKILL)
     assert not leftover, f"processes left after Ctrl-C:\n{log.read_text()[-3000:]}"
     assert "stopped DSH and dshloop" in log.read_text()
+    assert "Traceback" not in log.read_text()

@@ -1,8 +1,8 @@
-"""`manage.py serve`: the API, the panel, the MCP endpoint and the scheduler in one foreground process group.
+"""`manage.py serve`: the API, the panel, the MCP endpoint and the scheduler, from one foreground command.
 
 One uvicorn server answers on addrport: /mcp is the MCP streamable HTTP transport, every other
-path is Django (see dshloop.asgi). Ctrl-C reaches every process of the group; SIGTERM stops us
-like Ctrl-C. The scheduler stops itself gracefully and this command waits for it.
+path is Django (see dshloop.asgi). Ctrl-C or SIGTERM stops us; we stop the scheduler (SIGTERM,
+in its own process group), which stops itself gracefully, and wait for it.
 
 The scheduler (`manage.py runloops`) is supervised: if it dies, it is restarted with a backoff
 and a log line. If this command itself dies, even by kill -9, the scheduler stops too (runloops
@@ -64,13 +64,17 @@ class SchedulerSupervisor:
     def stop(self) -> None:
         """Stop the child (SIGTERM, wait, then kill) and supervise no more."""
         self.stopping.set()
-        self.thread.join()
+        if self.thread.ident is not None:  # started
+            self.thread.join()
 
     def spawn(self) -> subprocess.Popen:
-        # The same process group as ours: Ctrl-C in the terminal reaches the scheduler too.
+        # A process group of its own: a Ctrl-C in the terminal reaches serve alone, which stops the
+        # scheduler with SIGTERM (stop()). In the terminal's group, a Ctrl-C while the child was still
+        # starting Python (before runloops installs its handlers) printed a KeyboardInterrupt traceback.
         process = subprocess.Popen(
             [sys.executable, str(settings.BASE_DIR / "manage.py"), "runloops"],
             env={**os.environ, SERVE_PID_ENV: str(os.getpid())},
+            process_group=0,
         )
         logger.info("scheduler started (runloops, pid %d)", process.pid)
         return process
@@ -111,8 +115,8 @@ class SchedulerSupervisor:
 
 
 class Server(uvicorn.Server):
-    """uvicorn, telling the supervisor the moment a stop signal arrives. Ctrl-C reaches the
-    scheduler at the same time (one process group): its exit must not be taken for a crash."""
+    """uvicorn, telling the supervisor the moment a stop signal arrives, so that the scheduler's
+    exit that follows is not taken for a crash."""
 
     def __init__(self, config: uvicorn.Config, *, stopping: threading.Event):
         super().__init__(config)
@@ -149,8 +153,8 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _interrupt)
         scheduler = SchedulerSupervisor()
-        scheduler.start()
         try:
+            scheduler.start()  # inside the try: a Ctrl-C right after it must still stop the child
             # uvicorn traps SIGINT/SIGTERM while it serves, shuts down, then raises the signal again:
             # our handlers turn it into the KeyboardInterrupt below.
             # By its import path (uvicorn imports it): the engine does not import the project's assembly.
@@ -161,6 +165,7 @@ class Command(BaseCommand):
                     port=port,
                     lifespan="on",
                     timeout_graceful_shutdown=5,
+                    access_log=settings.DSHLOOP_ACCESS_LOG,
                 ),
                 stopping=scheduler.stopping,
             ).run()
