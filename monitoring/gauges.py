@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from loops.models import UNREADABLE_REASON, Loop, LoopRun, LoopState, RunStatus, SchedulerHeartbeat
-from loops.runs import OPEN_STATUSES, running_fresh_runs
+from loops.runs import OPEN_STATUSES, WAITING_FOR_HOST, running_fresh_runs
 
 # A scheduler is alive if it ticked in the last 60 s (contract §4).
 ALIVE_WINDOW = timedelta(seconds=60)
@@ -41,6 +41,7 @@ class Gauges:
     loops: dict[str, int]  # by state (LoopState), every state present; empty unless asked for
     unreadable_loops: int  # paused because their stored next_at named no moment (scheduler.stored_times)
     retrying_runs: int  # open runs whose last delivery attempt failed: due again after a backoff
+    waiting_for_host: int  # of those, the ones whose host gave no answer (it is down): retried until it answers
     failed_recently: int  # runs that failed within FAILED_WINDOW
     scheduler_instances: int  # alive: ticked within ALIVE_WINDOW
     last_tick_at: datetime | None  # the newest heartbeat of any scheduler, alive or not
@@ -69,6 +70,8 @@ def _statement(now: datetime, *, by_state: bool) -> tuple[str, list]:
     fresh, fresh_params = _sql(running_fresh_runs(now=now), "run_id")
     # Open runs whose last attempt failed and waits for its retry, and runs failed lately.
     retrying, retrying_params = _sql(open_rows.exclude(error=""), "run_id")
+    # Of those, the ones whose host gave no answer (scheduler.prepare.host_failed): the host is down.
+    waiting, waiting_params = _sql(open_rows.filter(error__startswith=WAITING_FOR_HOST), "run_id")
     failed, failed_params = _sql(
         LoopRun.objects.filter(status=RunStatus.FAILED, finished_at__gte=now - FAILED_WINDOW), "run_id"
     )
@@ -81,6 +84,7 @@ def _statement(now: datetime, *, by_state: bool) -> tuple[str, list]:
           (SELECT COUNT(*) FROM ({fresh}) AS fresh_runs),
           (SELECT COUNT(*) FROM {loops} WHERE state = 'paused' AND pause_reason = %s),
           (SELECT COUNT(*) FROM ({retrying}) AS retrying_runs),
+          (SELECT COUNT(*) FROM ({waiting}) AS waiting_runs),
           (SELECT COUNT(*) FROM ({failed}) AS failed_runs),
           (SELECT COUNT(*) FROM {beats} WHERE last_tick_at >= %s),
           (SELECT MAX(last_tick_at) FROM {beats})
@@ -93,6 +97,7 @@ def _statement(now: datetime, *, by_state: bool) -> tuple[str, list]:
         *fresh_params,
         UNREADABLE_REASON,
         *retrying_params,
+        *waiting_params,
         *failed_params,
         adapt(now - ALIVE_WINDOW),
     ]
@@ -110,7 +115,7 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
             cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         cursor.execute(*_statement(now, by_state=by_state))
         row = cursor.fetchone()
-    due, open_runs, oldest, fresh, unreadable, retrying, failed, instances, last_tick, *states = row
+    due, open_runs, oldest, fresh, unreadable, retrying, waiting, failed, instances, last_tick, *states = row
     return Gauges(
         at=now,
         due_backlog=due,
@@ -120,6 +125,7 @@ def read_gauges(now: datetime | None = None, *, by_state: bool = True) -> Gauges
         loops=dict(zip(LoopState.values, states, strict=True)) if by_state else {},
         unreadable_loops=unreadable,
         retrying_runs=retrying,
+        waiting_for_host=waiting,
         failed_recently=failed,
         scheduler_instances=instances,
         last_tick_at=_moment(last_tick),

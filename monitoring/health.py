@@ -6,8 +6,9 @@ HEAD, which gets the same status and no body):
 
 - 200 when the database answers and at least one scheduler is alive (ticked in the last 60 s).
   The body is contract §4's, plus §12's three numbers, and `problems` only when something still
-  needs a person (loops set aside because their stored deadline was not a timestamp, deliveries
-  that failed in the last 15 minutes or wait for a retry after failing)::
+  needs a person (loops set aside because their stored deadline was not a timestamp, a host that
+  gives no answer and the runs it stalls, deliveries that failed in the last 15 minutes or wait for
+  a retry after failing)::
 
       {"database": "ok", "scheduler": {"alive": true, "instances": 1, "last_tick_at": 1748858410000},
        "due_backlog": 0, "oldest_open_run_age_s": 0.0, "database_rtt_ms": 0.412}
@@ -57,6 +58,7 @@ from core.timeutil import to_ms
 from loops import humanize
 from loops.models import SchedulerHeartbeat
 from monitoring.gauges import ALIVE_WINDOW, FAILED_WINDOW, read_gauges
+from sessions_app.hosts import get_host
 
 logger = logging.getLogger("dshloop.health")
 
@@ -86,6 +88,7 @@ class HealthOut(BaseModel):
         None,
         description=(
             "Present when loops will fire but something needs a person: loops the scheduler set aside, "
+            "a host that gives no answer (named, with the runs it stalls), "
             f"deliveries that failed in the last {FAILED_MINUTES} minutes or are being retried "
             "after failing."
         ),
@@ -145,8 +148,11 @@ def health_report(now: datetime | None = None) -> tuple[int, dict]:
     problems = [] if scheduler["alive"] else [_no_scheduler(gauges.last_tick_at, now)]
     if gauges.unreadable_loops:
         problems.append(_unreadable(gauges.unreadable_loops))
-    if gauges.retrying_runs or gauges.failed_recently:
-        problems.append(_failing(retrying=gauges.retrying_runs, failed=gauges.failed_recently))
+    if gauges.waiting_for_host:
+        problems.append(_host_down(gauges.waiting_for_host))
+    retrying = gauges.retrying_runs - gauges.waiting_for_host  # the others: the host answered with an error
+    if retrying or gauges.failed_recently:
+        problems.append(_failing(retrying=retrying, failed=gauges.failed_recently))
     if problems:
         body["problems"] = problems
     return (200 if scheduler["alive"] else 503), body
@@ -177,6 +183,16 @@ def _unreadable(count: int) -> str:
     return (
         f"{loops} paused because the stored next run time was not a timestamp (written by hand or another "
         "tool?): the server's log names them; resume them to schedule them from now."
+    )
+
+
+def _host_down(stalled: int) -> str:
+    """The host gives no answer: named (DSH), with the runs it holds up; not its address, which
+    this body (no token needed) must not tell."""
+    runs = "1 run is" if stalled == 1 else f"{stalled} runs are"
+    return (
+        f"{get_host().label} gives no answer (refused or timed out): {runs} stalled, retried until it answers; "
+        "is it running?"
     )
 
 

@@ -123,6 +123,12 @@ def _gauge_metrics(gauges: Gauges):
         gauges.oldest_open_run_age_seconds,
     )
     yield gauge(
+        "dshloop_runs_waiting_for_host",
+        "Open runs whose last delivery attempt got no answer from the host (refused, reset, timed out): "
+        "retried until it answers. Above 0, the host (DSHLOOP_HOST) is down.",
+        gauges.waiting_for_host,
+    )
+    yield gauge(
         "dshloop_fresh_runs_running",
         "Runs of new loops whose fresh session holds a slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS.",
         gauges.fresh_runs_running,
@@ -208,6 +214,7 @@ def series_catalogue() -> list[str]:
         loops=dict.fromkeys(LoopState.values, 0),
         unreadable_loops=0,
         retrying_runs=0,
+        waiting_for_host=0,
         failed_recently=0,
         scheduler_instances=0,
         last_tick_at=epoch,  # a heartbeat, so that the series absent without one is listed too

@@ -100,6 +100,7 @@ NO_PLACEMENT = Placement()
 
 
 class Host(Protocol):
+    label: str  # how a person names it (DSH): health says which host cannot be reached
     capabilities: Capabilities
 
     def list_sessions(self, *, limit: int) -> list[SessionInfo]: ...

@@ -93,6 +93,7 @@ GLOBAL_SESSION_TITLE = "dshloop: global interface"
 
 
 class DshHost:
+    label = "DSH"
     capabilities = Capabilities(
         delivery_batch=1, transactional=False, turn_outcomes=True, workspaces=True, makes_global_session=True
     )

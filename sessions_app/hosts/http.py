@@ -66,6 +66,7 @@ def _storable(text: str) -> bool:
 
 
 class HttpHost:
+    label = "The HTTP host"
     capabilities = Capabilities(delivery_batch=1, transactional=False)
 
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, global_session_id: str = ""):

@@ -16,6 +16,7 @@ GLOBAL_SESSION_TITLE = "Global interface"
 
 
 class LocalHost:
+    label = "The embedded host"
     capabilities = Capabilities(delivery_batch=250, transactional=True, makes_global_session=True)
 
     def list_sessions(self, *, limit: int) -> list[SessionInfo]:
