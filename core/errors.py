@@ -90,6 +90,12 @@ class QuotaExceeded(ApiError):
     status, code = 409, "quota_exceeded"
 
 
+class IdempotencyKeyReused(ApiError):
+    """An Idempotency-Key the session already used for a different request (docs/tools-and-api.md)."""
+
+    status, code = 409, "idempotency_key_reused"
+
+
 class Unavailable(ApiError):
     """The database cannot be reached: nothing is wrong with the request, so the client retries."""
 

@@ -24,7 +24,7 @@ from loops.api import loops_router, manage_router, runs_router
 from monitoring.health import router as health_router
 from monitoring.metrics import series_catalogue
 from scheduler.api import host_runs_router
-from sessions_app.api import host_router
+from sessions_app.api import host_router, plugin_router
 from sessions_app.hosts.base import HostError
 from tokens.auth import docs_access
 from tools.api import router as tools_router
@@ -217,6 +217,7 @@ for prefix, router in [
     ("/runs", runs_router),
     ("/host", host_router),
     ("/host", host_runs_router),
+    ("/dsh", plugin_router),
 ]:
     router.add_decorator(refuse_impossible_ids)
     api.add_router(prefix, router)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils import timezone
 from ninja import Query, Router
 
 from core.errors import InvalidInput, NotFound
 from core.schemas import answers
 from core.timeutil import to_ms
 from core.validation import check_identifier
-from tokens.auth import host_auth
+from tokens.auth import host_auth, manage_auth
 
 from . import services
 from .hosts import get_host
@@ -24,11 +25,14 @@ from .schemas import (
     HostSessionOut,
     InboxOut,
     InboxQuery,
+    PluginDeliveryOut,
     SessionId,
 )
-from .selectors import session_info
+from .selectors import plugin_delivery_get, session_info
 
 host_router = Router(auth=host_auth, tags=["host"])
+# DSH's dshloop plugin, with its token (scopes tools and manage): what it is to deliver.
+plugin_router = Router(auth=manage_auth, tags=["dsh plugin"])
 
 
 def host_session_out(session: SessionInfo) -> dict:
@@ -106,3 +110,14 @@ def host_inbox(request, session_id: str, query: Query[InboxQuery]):
             for m in inbox_messages(session_id, after=query.after, limit=query.limit)
         ]
     }
+
+
+@plugin_router.get("/deliveries/{key}", response=answers(PluginDeliveryOut, 404))
+def plugin_delivery(request, key: str):
+    """The message dshloop is delivering through DSH's plugin under `key` (models.PluginDelivery),
+    while that delivery's call is in flight: the plugin delivers this, never what DSH's channel was
+    sent. 404 when dshloop is not delivering it."""
+    offered = plugin_delivery_get(key, now=timezone.now())
+    if offered is None:
+        raise NotFound(f"dshloop is not delivering {key!r} through the DSH plugin now.")
+    return offered

@@ -103,3 +103,22 @@ class InboxMessage(models.Model):
 
     def __str__(self) -> str:
         return self.occurrence_key
+
+
+class PluginDelivery(models.Model):
+    """A message the `dsh` host is handing to dshloop's DSH plugin right now (contract §15).
+
+    DSH's loopback channel answers any local process, an agent's bash included, so what arrives
+    there cannot be taken on its word: dshloop rings with the key alone, and the plugin reads the
+    message here, with its token (GET /api/dsh/deliveries/{key}), and delivers only that. A row
+    lives while its delivery call is in flight (sessions_app.hosts.dsh, services.plugin_delivery_offered);
+    one a crash left behind is not served past OFFER_SECONDS (selectors.plugin_delivery_get)."""
+
+    key = models.CharField(max_length=255, primary_key=True)  # the occurrence's (or notice's) key
+    session_id = models.CharField(max_length=255)
+    # What the plugin delivers: {sessionId, text, key, summary, loop, unattended, notice}.
+    request = models.JSONField()
+    created_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.key

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from core.schemas import Identifier, StrictModel, Text
 
@@ -111,3 +111,23 @@ class InboxQuery(Schema):
         Identifier | None, Field(description="A message_id of this session: only the messages after it.")
     ] = None
     limit: Annotated[int | None, Field(ge=1, le=1000, description="At most this many messages; all without it.")] = None
+
+
+class PluginDeliveryLoop(BaseModel):
+    loop_id: str
+    run_id: str
+
+
+class PluginDeliveryOut(BaseModel):
+    """What DSH's plugin delivers (dsh-plugin/src/deliver.ts, DeliverRequest), as the `dsh` host offers
+    it; what else the host offers with it (e.g. a fresh run's tools) passes through."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sessionId: str
+    text: str
+    key: str
+    summary: str
+    loop: PluginDeliveryLoop
+    unattended: bool
+    notice: bool

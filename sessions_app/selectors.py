@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
 
-from .models import Preset, SessionHeader
+from .models import PluginDelivery, Preset, SessionHeader
 from .records import PresetInfo, SessionInfo
 from .titles import fold_title
 
@@ -62,3 +64,17 @@ def global_session_get() -> SessionInfo | None:
 def preset_get(name: str) -> PresetInfo | None:
     preset = Preset.objects.filter(name=name).first()
     return PresetInfo(preset.name, preset.mountable) if preset else None
+
+
+# How long an offer to DSH's plugin may be read (models.PluginDelivery): the call that rings the
+# plugin lasts at most DSHLOOP_HOST_TIMEOUT_SECONDS, and its offer is withdrawn when it returns; one
+# a killed scheduler left behind is not served after this, nor needed (the run is re-driven, and the
+# re-drive offers it again).
+OFFER_SECONDS = 120
+
+
+def plugin_delivery_get(key: str, *, now: datetime) -> dict | None:
+    """What dshloop offers DSH's plugin to deliver under `key` now, or None."""
+    since = now - timedelta(seconds=max(OFFER_SECONDS, 2 * settings.DSHLOOP_HOST_TIMEOUT_SECONDS))
+    row = PluginDelivery.objects.filter(key=key, created_at__gte=since).values_list("request", flat=True).first()
+    return row if isinstance(row, dict) else None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -13,7 +15,7 @@ from core.bulk import insert_rows
 from core.locks import lock_each_until_commit, lock_until_commit
 from core.timeutil import truncate_to_ms
 
-from .models import InboxMessage, Preset, SessionHeader, SessionStatus
+from .models import InboxMessage, PluginDelivery, Preset, SessionHeader, SessionStatus
 from .titles import first_prompt_kept
 
 _HEADER_FIELDS = ("user_title", "generated_title", "first_prompt", "status", "preset", "model", "global_interface")
@@ -189,3 +191,17 @@ def inbox_deliver_many(messages: list[tuple[str, str, dict, str, str]], now: dat
 
 
 _INBOX_LOCKS = "inbox"  # the namespace of the inbox locks, one per session (core.locks)
+
+
+@contextmanager
+def plugin_delivery_offered(*, key: str, session_id: str, request: dict) -> Iterator[None]:
+    """While the body runs (the call that rings DSH's plugin), the plugin may read `request` under
+    `key` (models.PluginDelivery); after it, whatever happened, it may not. A stale offer of the
+    same key (a scheduler that died mid-call) is replaced."""
+    PluginDelivery.objects.update_or_create(
+        key=key, defaults={"session_id": session_id, "request": request, "created_at": timezone.now()}
+    )
+    try:
+        yield
+    finally:
+        PluginDelivery.objects.filter(key=key).delete()

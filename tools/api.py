@@ -6,7 +6,7 @@ from django.http import HttpResponse
 from ninja import Router
 from pydantic import BaseModel
 
-from core.http import CALLER_HEADER
+from core.http import CALLER_HEADER, IDEMPOTENCY_HEADER
 from core.schemas import CALLER_HEADER_DOC, answers
 from loops.schemas import LoopCreateIn, LoopDeleteIn, LoopDeleteOut, LoopListIn, LoopListOut, LoopView
 from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
@@ -44,16 +44,38 @@ def list_tools(request):
     return catalogue(caller_of(request))
 
 
+IDEMPOTENCY_HEADER_DOC = {
+    "parameters": [
+        *CALLER_HEADER_DOC["parameters"],
+        {
+            "in": "header",
+            "name": IDEMPOTENCY_HEADER,
+            "required": False,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+            "description": "Any string, unique per request (DSH's plugin sends the tool call's ID). A retry "
+            "with the same key from the same session answers what the first call answered and makes no "
+            "second loop; the same key with a different request is 409 idempotency_key_reused.",
+        },
+    ]
+}
+
+
 @router.post(
     "/loop_create",
     response=answers(LoopView, 409),
     exclude_none=True,
     summary="loop_create",
-    openapi_extra=CALLER_HEADER_DOC,
+    openapi_extra=IDEMPOTENCY_HEADER_DOC,
 )
 def loop_create(request, payload: LoopCreateIn):
-    """Create a loop: a prompt, a schedule (every / after / cron) and a target session."""
-    return functions.loop_create(payload, caller_of(request))
+    """Create a loop: a prompt, a schedule (every / after / cron) and a target session.
+
+    With `Idempotency-Key`, a call whose answer was lost (a timeout) can be sent again safely: the
+    same key and request from the same session answers the loop the first call made, as it answered
+    then; the same key with another request is 409 `idempotency_key_reused`. Only a call that made a
+    loop is remembered, so a refused one may be retried with its key.
+    """
+    return functions.loop_create(payload, caller_of(request), request.headers.get(IDEMPOTENCY_HEADER))
 
 
 def encoded_response(output: functions.Encoded) -> HttpResponse:

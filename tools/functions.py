@@ -17,7 +17,7 @@ from django.core import signing
 from django.utils import timezone
 
 from core.errors import Forbidden, InvalidInput, NoCurrentSession, UnknownSession
-from core.http import CALLER_HEADER
+from core.http import CALLER_HEADER, IDEMPOTENCY_HEADER
 from core.timeutil import truncate_to_ms
 from core.validation import check_identifier
 from loops.events import Actor
@@ -38,6 +38,7 @@ from sessions_app.models import RESERVED_SESSION_IDS, ReservedTarget
 from sessions_app.presenters import session_view
 from sessions_app.schemas import CheckSessionStatusIn, ListSessionsIn, SessionsOut, SessionStatusView
 
+from . import idempotency
 from .aliases import log_deprecated_alias
 
 
@@ -97,10 +98,28 @@ def check_may_make_loops(caller: str | None, tool: str) -> None:
         )
 
 
-def loop_create(payload: LoopCreateIn, caller: str | None) -> LoopView:
-    """spec §2.1: a prompt, a schedule (every / after / cron) and a target session."""
+def loop_create(payload: LoopCreateIn, caller: str | None, idempotency_key: str | None = None) -> LoopView:
+    """spec §2.1: a prompt, a schedule (every / after / cron) and a target session. With an
+    `idempotency_key`, a retry of the same request by the same session answers the loop the first
+    call made (tools.idempotency)."""
     caller = caller_session(caller)
     check_may_make_loops(caller, "loop_create")
+    if idempotency_key is None:
+        return _create(payload, caller)
+    key = check_identifier(idempotency_key, field=IDEMPOTENCY_HEADER)
+    fingerprint = idempotency.request_hash(payload)
+
+    def made() -> tuple[str, str]:
+        view = _create(payload, caller)
+        return view.loop_id, view.model_dump_json()
+
+    answer = idempotency.create_once(
+        session_id=caller or "", key=key, fingerprint=fingerprint, now=timezone.now(), create=made
+    )
+    return LoopView.model_validate_json(answer)
+
+
+def _create(payload: LoopCreateIn, caller: str | None) -> LoopView:
     now = truncate_to_ms(timezone.now())
     if payload.v1_interval is not None:
         log_deprecated_alias("loop_create time_in_seconds", caller_session_id=caller)

@@ -1,9 +1,18 @@
 /**
- * Deliveries through the plugin (contract §15): dshloop's `dsh` host adapter posts each occurrence's
- * message to `POST /dshloop/deliver` on DSH's loopback channel, and the plugin hands it to the
- * session's live agent with a plugin source. DSH Web then draws it as the plugin's own row (a loop
- * card), not as something the person typed, and the source carries the occurrence's key, so that a
- * retried delivery finds the message it already made instead of making a second one.
+ * Deliveries through the plugin (contract §15): dshloop's `dsh` host adapter rings `POST
+ * /dshloop/deliver {key}` on DSH's loopback channel, the plugin reads that occurrence's message from
+ * dshloop with its own token (`GET /api/dsh/deliveries/{key}`, offered only while dshloop's call is in
+ * flight) and hands it to the session's live agent with a plugin source. DSH Web then draws it as the
+ * plugin's own row (a loop card), not as something the person typed, and the source carries the
+ * occurrence's key, so that a retried delivery finds the message it already made instead of making a
+ * second one.
+ *
+ * Why the channel carries only the key: it answers any local process (DSH checks the Host and Origin
+ * headers, which a local process sets as it likes, and hands the handler nothing else), an agent's
+ * bash included (`curl $DSH_WEB_URL/dshloop/deliver`). A loop card must mean "dshloop delivered this",
+ * so nothing said on the channel is delivered: only what dshloop itself offers, read with the token
+ * that only this process's memory holds. A made-up key finds nothing; a real one, rung by someone
+ * else while dshloop delivers it, delivers dshloop's own message, once (`holds` below).
  *
  * Exactly once, with dshloop's adapter: the adapter looks for the key in the session's log before it
  * calls, and this handler looks again, in the live agent's log and its pending inbox, right before it
@@ -11,6 +20,8 @@
  * rules out). A message DSH still holds in the inbox when it stops is cancelled there (its log says
  * `canceled`), so the adapter counts a delivery only once the log holds the `user/message`.
  */
+
+import { DshloopError, type Endpoint, getJson } from './dshloop.ts'
 
 export const PLUGIN_NAME = 'dshloop'
 
@@ -68,6 +79,35 @@ export function parseDeliverRequest(payload: unknown): DeliverRequest {
     loop: { loop_id: loop.loop_id, run_id: loop.run_id },
     notice: body.notice === true,
   }
+}
+
+/** The key dshloop's ring names (`{key}`); anything else in the ring is ignored. */
+export function ringKeyOf(payload: unknown): string {
+  const key = (payload as { key?: unknown } | null)?.key
+  if (typeof key !== 'string' || key === '' || key.length > 255) throw new DeliverError('bad-request', 'key must be a delivery key')
+  return key
+}
+
+/**
+ * What dshloop is delivering under `key`, read from dshloop with the plugin's token: the body of a
+ * DeliverRequest (parseDeliverRequest), plus what the host half reads of it (`unattended`, …).
+ * DeliverError `not-offered` when dshloop is not delivering it now: nothing is sent.
+ */
+export async function fetchDelivery(endpoint: Endpoint, key: string, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  let body: unknown
+  try {
+    body = await getJson(endpoint, `/api/dsh/deliveries/${encodeURIComponent(key)}`, signal)
+  } catch (error) {
+    if (error instanceof DshloopError) {
+      const code = error.code === 'not_found' ? 'not-offered' : error.code
+      throw new DeliverError(code, `Nothing was delivered: ${error.message}`)
+    }
+    throw error
+  }
+  const offered = (body ?? {}) as Record<string, unknown>
+  // dshloop offers a key's own message only; anything else is not delivered under it.
+  if (offered.key !== key) throw new DeliverError('not-offered', `dshloop offered no message under ${key}: nothing was delivered.`)
+  return offered
 }
 
 function deliveryKeyOf(message: unknown): unknown {

@@ -91,13 +91,17 @@ export async function callTool(
   args: unknown,
   sessionId: string,
   signal?: AbortSignal,
+  idempotencyKey?: string,
 ): Promise<Json> {
+  const headers: Record<string, string> = {
+    'Content-Type': 'application/json',
+    'X-DSH-Session-Id': headerValue(sessionId),
+  }
+  // contract §3: the same key from the same session answers what its first call made.
+  if (idempotencyKey !== undefined && idempotencyKey !== '') headers['Idempotency-Key'] = headerValue(idempotencyKey)
   const response = await request(endpoint, `/api/tools/${encodeURIComponent(name)}`, signal, {
     method: 'POST',
-    headers: {
-      'Content-Type': 'application/json',
-      'X-DSH-Session-Id': headerValue(sessionId),
-    },
+    headers,
     body: JSON.stringify(args ?? {}),
   })
   const body = await readJson(endpoint, response, signal)

@@ -20,7 +20,7 @@ import {
   type ToolDefinition,
 } from './dshloop.ts'
 import { loopCards } from './cards.ts'
-import { deliver, DeliverError, type LiveAgent, parseDeliverRequest, PLUGIN_NAME } from './deliver.ts'
+import { deliver, DeliverError, fetchDelivery, type LiveAgent, parseDeliverRequest, PLUGIN_NAME, ringKeyOf } from './deliver.ts'
 import { panelCall } from './panel.ts'
 import { panelUrl } from './status.ts'
 import { type TakenToken, takeToken } from './token.ts'
@@ -42,6 +42,8 @@ interface Disposer {
 }
 
 interface ToolExecution {
+  /** The model's ID of this call (ToolExecutionInput.callId): loop_create's idempotency key. */
+  readonly callId?: string
   readonly name: string
   readonly arguments?: unknown
   readonly agent?: Agent
@@ -181,7 +183,11 @@ export function apply(ctx: HostContext, config: Config = {}): void {
           // "unknown tool"); should a later DSH do so, the caller must still be the agent's own
           // session (contract §13), so any other agent is refused.
           if (exec.agent !== agent) throw new DshloopError('subagent', SUBAGENT_REFUSAL)
-          const value = await cappedCall(tool.name, args, input => callTool(endpoint, tool.name, input, agent.id, exec.signal))
+          // A loop_create that timed out may have taken effect: the call's own ID lets a retry of
+          // it (DSH re-running the same call) answer the loop the first one made, not a second.
+          const key = tool.name === 'loop_create' ? exec.callId : undefined
+          const value = await cappedCall(tool.name, args, input =>
+            callTool(endpoint, tool.name, input, agent.id, exec.signal, key))
           if (!confirmed) void refresh()
           return value
         },
@@ -256,9 +262,10 @@ export interface Deliveries {
  * - `status {sessionId}` from DSH Web: that session's loops, as `loop_list {}` answers them for that
  *   session as the caller — never another session's (spec §8.1);
  * - `hello {}` from dshloop: that this plugin is here and can deliver;
- * - `deliver {…}` from dshloop: one occurrence's message into a loaded session (deliver.ts), with
- *   `unattended: true` for a session dshloop made for a `new` run, and in `extraTools` the tools an
- *   operator added to its set (src/boundary.ts);
+ * - `deliver {key}` from dshloop: one occurrence's message into a loaded session (deliver.ts), read
+ *   from dshloop under that key (the channel's payload is never delivered), with `unattended: true`
+ *   for a session dshloop made for a `new` run, and in `extraTools` the tools an operator added to
+ *   its set (src/boundary.ts);
  * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
  * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts): dshloop's
  *   answer as the value, or `{refused: {code, message, field?}}` with dshloop's code, its sentence and
@@ -272,7 +279,7 @@ export async function handleRpc(
   deliveries?: Deliveries,
 ): Promise<RpcResult> {
   if (rpcEndpoint === 'hello') return { ok: true, value: { plugin: PLUGIN_NAME, deliver: deliveries !== undefined } }
-  if (rpcEndpoint === 'deliver' && deliveries !== undefined) return deliverRpc(payload, deliveries)
+  if (rpcEndpoint === 'deliver' && deliveries !== undefined) return deliverRpc(endpoint, payload, signal, deliveries)
   if (rpcEndpoint === 'cards') {
     try {
       return { ok: true, value: { loops: await loopCards(endpoint, payload, signal) } }
@@ -309,11 +316,12 @@ export async function handleRpc(
   }
 }
 
-async function deliverRpc(payload: unknown, deliveries: Deliveries): Promise<RpcResult> {
+async function deliverRpc(endpoint: Endpoint, payload: unknown, signal: AbortSignal, deliveries: Deliveries): Promise<RpcResult> {
   try {
-    const request = parseDeliverRequest(payload)
+    // The ring names a key only; the message is what dshloop offers under it (deliver.ts).
+    const body = await fetchDelivery(endpoint, ringKeyOf(payload), signal)
+    const request = parseDeliverRequest(body)
     const agent = deliveries.agents.get(request.sessionId)
-    const body = payload as { unattended?: unknown; extraTools?: unknown }
     if (agent !== undefined && body.unattended === true) await deliveries.restrict(agent, extraToolsOf(body.extraTools))
     return { ok: true, value: deliver(agent, request) }
   } catch (error) {

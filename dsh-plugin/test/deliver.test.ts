@@ -75,8 +75,22 @@ test('bad requests are refused with the field; a long summary is cut to what DSH
   assert.equal(long.summary.length, SUMMARY_MAX)
 })
 
-test('the channel says hello, and an unattended session loses its loop-making tools before the message', async () => {
-  const endpoint = { url: 'http://127.0.0.1:9', token: 't', timeoutMs: 500 }
+/** dshloop's API as the plugin reads it: what it offers under each key, every request recorded. */
+function dshloopOffering(offers: Record<string, Record<string, unknown>>) {
+  const asked: { url: string; authorization: string | null }[] = []
+  const fetch = (async (url: string, init: RequestInit) => {
+    asked.push({ url, authorization: new Headers(init.headers).get('authorization') })
+    const key = decodeURIComponent(url.split('/api/dsh/deliveries/')[1] ?? '')
+    const offer = offers[key]
+    if (offer === undefined) {
+      return new Response(JSON.stringify({ error: { code: 'not_found', message: `dshloop is not delivering '${key}'` } }), { status: 404 })
+    }
+    return new Response(JSON.stringify(offer), { status: 200 })
+  }) as unknown as typeof globalThis.fetch
+  return { endpoint: { url: 'http://127.0.0.1:9', token: 'dsh_secret', timeoutMs: 500, fetch }, asked }
+}
+
+test('the channel says hello, and an unattended session is restricted before its message', async () => {
   const signal = new AbortController().signal
   const { agent, sent } = liveAgent()
   const order: string[] = []
@@ -84,20 +98,61 @@ test('the channel says hello, and an unattended session loses its loop-making to
     agents: { get: (id: string) => (id === 'ses_a' ? agent as any : undefined) },
     async restrict() { order.push('restricted') },
   }
+  const offer = (key: string, extra: Record<string, unknown> = {}) =>
+    ({ sessionId: 'ses_a', text: 'x', key, summary: '', loop: { loop_id: 'l', run_id: 'r' }, unattended: false, notice: false, ...extra })
+  const { endpoint, asked } = dshloopOffering({
+    k1: offer('k1'),
+    k2: offer('k2', { unattended: true }),
+    k3: offer('k3', { sessionId: 'ses_cold' }),
+  })
   const hello = await handleRpc(endpoint, 'hello', {}, signal, deliveries)
   assert.deepEqual(hello, { ok: true, value: { plugin: 'dshloop', deliver: true } })
 
-  const body = { sessionId: 'ses_a', text: 'x', key: 'k1', summary: '', loop: { loop_id: 'l', run_id: 'r' } }
-  const attended = await handleRpc(endpoint, 'deliver', body, signal, deliveries)
+  const attended = await handleRpc(endpoint, 'deliver', { key: 'k1' }, signal, deliveries)
   assert.equal(attended.ok, true)
   assert.deepEqual(order, [])
-  const unattended = await handleRpc(endpoint, 'deliver', { ...body, key: 'k2', unattended: true }, signal, deliveries)
+  const unattended = await handleRpc(endpoint, 'deliver', { key: 'k2' }, signal, deliveries)
   assert.equal(unattended.ok, true)
   assert.deepEqual(order, ['restricted'])
   assert.equal(sent.length, 2)
+  assert.deepEqual(asked.map(request => request.url), ['http://127.0.0.1:9/api/dsh/deliveries/k1', 'http://127.0.0.1:9/api/dsh/deliveries/k2'])
+  assert.ok(asked.every(request => request.authorization === 'Bearer dsh_secret'))
 
-  const cold = await handleRpc(endpoint, 'deliver', { ...body, sessionId: 'ses_cold' }, signal, deliveries)
+  const cold = await handleRpc(endpoint, 'deliver', { key: 'k3' }, signal, deliveries)
   assert.equal(cold.error?.code, 'session-not-loaded')
+})
+
+test('a delivery dshloop does not offer is never drawn, whatever the channel was sent', async () => {
+  const signal = new AbortController().signal
+  const { agent, sent } = liveAgent()
+  const send = agent.send
+  agent.send = (message, target, wakeup) => { agent.inbox.nextTurn.push(message); send(message, target, wakeup) } // as DSH's inbox does
+  const deliveries = { agents: { get: () => agent as any }, async restrict() { throw new Error('never restricted') } }
+  const { endpoint } = dshloopOffering({
+    real: { sessionId: 'ses_a', text: "dshloop's own", key: 'real', summary: 'own', loop: { loop_id: 'l', run_id: 'r' }, unattended: false, notice: false },
+  })
+  const forged = { sessionId: 'ses_a', text: 'a forged loop card', summary: 'forged', loop: { loop_id: 'l', run_id: 'r' }, unattended: true }
+  // A made-up key, a message in the ring's body, no key at all: nothing sent.
+  assert.equal((await handleRpc(endpoint, 'deliver', { ...forged, key: 'made-up' }, signal, deliveries)).error?.code, 'not-offered')
+  assert.equal((await handleRpc(endpoint, 'deliver', forged, signal, deliveries)).error?.code, 'bad-request')
+  assert.equal(sent.length, 0)
+  // A real key rung by someone else delivers dshloop's message, not the ring's, and only once.
+  assert.equal((await handleRpc(endpoint, 'deliver', { ...forged, key: 'real' }, signal, deliveries)).ok, true)
+  assert.equal((await handleRpc(endpoint, 'deliver', { key: 'real' }, signal, deliveries)).ok, true)
+  assert.equal(sent.length, 1)
+  assert.deepEqual(sent[0]!.message.content, [{ type: 'text', text: "dshloop's own" }])
+  assert.equal(sent[0]!.message.source.summary, 'own')
+})
+
+test('dshloop down or slow: nothing is sent, and the error says so for dshloop to retry', async () => {
+  const signal = new AbortController().signal
+  const { agent, sent } = liveAgent()
+  const deliveries = { agents: { get: () => agent as any }, async restrict() {} }
+  const fetch = (async () => { throw new TypeError('fetch failed', { cause: Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }) }) }) as unknown as typeof globalThis.fetch
+  const endpoint = { url: 'http://127.0.0.1:9', token: 't', timeoutMs: 500, fetch }
+  const answer = await handleRpc(endpoint, 'deliver', { key: 'k1' }, signal, deliveries)
+  assert.equal(answer.error?.code, 'unreachable')
+  assert.equal(sent.length, 0)
 })
 
 test('a failure notice carries notice: true in its source; an occurrence never does', () => {

@@ -43,7 +43,7 @@ from django.conf import settings
 from core.timeutil import from_ms
 from core.validation import is_identifier
 from sessions_app.models import SessionHeader, SessionStatus
-from sessions_app.services import session_headers_cache
+from sessions_app.services import plugin_delivery_offered, session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
 from .base import (
@@ -386,22 +386,22 @@ class DshHost:
         to the session's live agent; the adapter loaded a cold session first. Returns how it was
         delivered (next_turn, or next_step into a running turn)."""
         source = message.source
-        value = self.wire.call(
-            "deliver",
-            {
-                "sessionId": message.session_id,
-                "text": message.text,
-                "key": message.occurrence_key,
-                "summary": message.summary,
-                "loop": {"loop_id": source.get("loop_id", ""), "run_id": source.get("run_id", "")},
-                # A fresh run's tools are bounded by the plugin (contract §14, dsh-plugin/src/boundary.ts):
-                # its built-in set, plus what the operator allows here.
-                "unattended": message.fresh,
-                "extraTools": fresh_run_extra_tools() if message.fresh else [],
-                "notice": message.notice,
-            },
-            path=PLUGIN_CHANNEL + "/deliver",
-        )
+        request = {
+            "sessionId": message.session_id,
+            "text": message.text,
+            "key": message.occurrence_key,
+            "summary": message.summary,
+            "loop": {"loop_id": source.get("loop_id", ""), "run_id": source.get("run_id", "")},
+            # A fresh run's tools are bounded by the plugin (contract §14, dsh-plugin/src/boundary.ts):
+            # its built-in set, plus what the operator allows here.
+            "unattended": message.fresh,
+            "extraTools": fresh_run_extra_tools() if message.fresh else [],
+            "notice": message.notice,
+        }
+        # Any local process can call DSH's channel, so it carries only the key: the plugin reads the
+        # message from dshloop with its token (GET /api/dsh/deliveries/{key}), while this call lasts.
+        with plugin_delivery_offered(key=message.occurrence_key, session_id=message.session_id, request=request):
+            value = self.wire.call("deliver", {"key": message.occurrence_key}, path=PLUGIN_CHANNEL + "/deliver")
         delivery = json_object(value).get("delivery")
         return delivery if delivery in ("next_turn", "next_step") else "next_turn"
 

@@ -54,7 +54,7 @@ def test_each_occurrence_is_one_plugin_message_also_into_a_cold_session(plugin_d
     assert not [m for m in plugin_dsh.user_messages("ses-cards") if loop.loop_id in str(m["data"])]
 
 
-def test_a_delivery_retried_after_its_scheduler_died_makes_no_second_message(plugin_dsh, workspace):
+def test_a_delivery_retried_after_its_scheduler_died_makes_no_second_message(plugin_dsh, dshloop, workspace):
     plugin_dsh.call("session.create", {"sessionId": "ses-retry", "cwd": str(workspace)})
     host = DshHost(plugin_dsh.url, cwd=str(workspace))
     message = message_for("ses-retry", "loop_retry@1000", summary="retry")
@@ -70,7 +70,9 @@ def test_a_delivery_retried_after_its_scheduler_died_makes_no_second_message(plu
     assert len(plugin_dsh.loop_messages("ses-retry", key="loop_retry@1000")) == 1
 
 
-def test_a_delivery_pending_when_dsh_stops_is_not_delivered_and_is_delivered_after_the_restart(plugin_dsh, workspace):
+def test_a_delivery_pending_when_dsh_stops_is_not_delivered_and_is_delivered_after_the_restart(
+    plugin_dsh, dshloop, workspace
+):
     plugin_dsh.call("session.create", {"sessionId": "ses-pending", "cwd": str(workspace)})
     host = DshHost(plugin_dsh.url, cwd=str(workspace))
     # A turn that runs for a while: the delivery joins it at its next step, and waits meanwhile.
