@@ -17,8 +17,9 @@ from core.timeutil import to_ms, truncate_to_ms
 from loops.events import Actor, loop_events
 from loops.filters import TEXT_FILTER_MAX, Filters, filtered_loops
 from loops.models import ActorKind
-from loops.presenters import event_view, loop_detail_view, run_view
+from loops.presenters import delivered_run_views, event_view, loop_detail_view, run_view
 from loops.schemas import (
+    DeliveredRunsOut,
     EventsOut,
     LoopCreateIn,
     LoopDeleteOut,
@@ -208,9 +209,10 @@ class SessionRunsQuery(Schema):
     limit: Annotated[int, Field(ge=1, le=100)] = 20
 
 
-@runs_router.get("", response=answers(RunsOut), exclude_none=True)
+@runs_router.get("", response=answers(DeliveredRunsOut), exclude_none=True)
 def session_runs(request, query: Query[SessionRunsQuery]):
     """The runs delivered into one session, newest first: its loops' (self loops too when it is the
-    global interface) and the fresh runs that made it. What a DSH conversation's Loops tab shows."""
+    global interface; deleted loops' too, as runs outlive their loop) and the fresh runs that made it.
+    Each is a RunView with `loop_deleted` and `loop_name`. What a DSH conversation's Loops tab shows."""
     runs = runs_delivered_into(query.session, global_session_id=global_session_id(), limit=query.limit)
-    return {"runs": [run_view(run) for run in runs]}
+    return {"runs": delivered_run_views(list(runs))}

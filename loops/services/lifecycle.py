@@ -14,7 +14,16 @@ from core.errors import NotFailed, RunInFlight
 from core.notify import notify_clocks
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus, keep_revision_prompt
+from loops.models import (
+    AWAITING_APPROVAL,
+    DeletedLoop,
+    EventKind,
+    Loop,
+    LoopRun,
+    LoopState,
+    RunStatus,
+    keep_revision_prompt,
+)
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
 from loops.services.ends import end_if_done
@@ -130,7 +139,8 @@ def loop_retry(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
 
 
 def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> str:
-    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay;
+    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay, and
+    what the runs need of the loop (its target and name: DeletedLoop);
     occurrences that were due and not yet claimed are recorded skipped (loops.services.unclaimed).
 
     Of deletes racing for one loop exactly one deletes it and records the event; the others answer
@@ -144,6 +154,7 @@ def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> s
         if waiting := unclaimed(loop, now=now):
             waiting.record(change=DELETED, now=now)  # before the prompt is kept: its run refers to it
         keep_revision_prompt(loop_id)  # its runs read it from the loop until now
+        DeletedLoop.remember(loop, at=now)  # its runs are still found and shown as a deleted loop's
         Loop.objects.filter(loop_id=loop_id).delete()
         record_event(loop, EventKind.DELETED, actor, at=now)
     transaction.on_commit(notify_clocks)
