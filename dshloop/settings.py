@@ -342,6 +342,13 @@ DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS = env_bool("DSHLOOP_FRESH_RUNS_MAY_CREATE_LO
 # agents, background jobs, questions and other plugins' tools are refused unless named here. Sent
 # with each delivery into such a session; an operator's setting, never a loop's.
 DSHLOOP_FRESH_RUN_TOOLS = env_list("DSHLOOP_FRESH_RUN_TOOLS", [])
+if bad_tools := [
+    name for name in DSHLOOP_FRESH_RUN_TOOLS if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}", name)
+]:
+    raise ImproperlyConfigured(
+        f"DSHLOOP_FRESH_RUN_TOOLS must list tool names separated by commas (letters, digits, _ . : -), "
+        f"not {', '.join(map(repr, bad_tools))}."
+    )
 # Contract §14, §15: the host permission presets a `new` loop may carry (DSH rc.8's table without its
 # unconfined `danger-full-access`, which an operator may add; a deployment that patches DSH's table
 # with more lists them here too), and the one a new loop gets unless an operator picks another: the

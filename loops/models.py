@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import connection, models
@@ -289,6 +291,34 @@ class LoopRun(models.Model):
     @prompt.setter
     def prompt(self, value: str) -> None:
         self._prompt = value
+
+
+class DeletedLoop(models.Model):
+    """What is kept of a deleted loop for the runs that outlive it (spec §4: deleting a loop does not
+    erase its run history): whom it targeted and its name, so that the runs it delivered into a
+    session are still found and shown as a deleted loop's. Written by its deletion, in the same
+    transaction; retention removes it with its last run (scheduler.retention)."""
+
+    loop_id = models.CharField(max_length=40, primary_key=True)
+    # The loop's target when it was deleted ("self" included): the runs delivered into a session
+    # (loops.selectors.runs_delivered_into) are found through it, as a live loop's through its own.
+    session_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=120, blank=True)
+    deleted_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # runs_delivered_into: WHERE session_id IN (…), as session_id's index serves live loops.
+            models.Index(fields=["session_id"], name="deleted_loop_session_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.loop_id
+
+    @classmethod
+    def remember(cls, loop: Loop, *, at: datetime) -> None:
+        """Keep the loop's target and name as it is deleted (call under its row lock)."""
+        cls.objects.create(loop_id=loop.loop_id, session_id=loop.session_id, name=loop.name, deleted_at=at)
 
 
 class LoopPrompt(models.Model):

@@ -13,7 +13,7 @@ from pydantic_core import to_json
 
 from core.timeutil import to_ms
 from loops import humanize, schedules
-from loops.models import SCHEDULE_COLUMNS, Loop, LoopEvent, LoopRun, LoopState, schedule_of_columns
+from loops.models import SCHEDULE_COLUMNS, DeletedLoop, Loop, LoopEvent, LoopRun, LoopState, schedule_of_columns
 from sessions_app.models import ReservedTarget
 
 # spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
@@ -217,6 +217,21 @@ def run_view(run: LoopRun) -> dict:
         "outcome_at": _ms(run.outcome_at),
     }
     return {key: value for key, value in view.items() if value is not None}
+
+
+def delivered_run_views(runs: Sequence[LoopRun]) -> list[dict]:
+    """The operator API's runs (GET /api/runs): each RunView with its loop's name and whether that
+    loop was deleted (its runs outlive it, spec §4), so a list of runs never shows a bare loop ID
+    that leads nowhere. Two reads by primary key for the whole page, whatever its loops."""
+    loop_ids = {run.loop_id for run in runs}
+    live = dict(Loop.objects.filter(loop_id__in=loop_ids).values_list("loop_id", "name"))
+    gone = dict(DeletedLoop.objects.filter(loop_id__in=loop_ids - set(live)).values_list("loop_id", "name"))
+    views = []
+    for run in runs:
+        deleted = run.loop_id not in live
+        name = gone.get(run.loop_id, "") if deleted else live[run.loop_id]
+        views.append(run_view(run) | {"loop_deleted": deleted} | ({"loop_name": name} if name else {}))
+    return views
 
 
 def loop_detail_view(loop: Loop, *, now: datetime) -> dict:

@@ -409,6 +409,22 @@ class RunsOut(BaseModel):
     runs: list[RunView]
 
 
+class DeliveredRunView(RunView):
+    """A RunView as the operator API lists runs by session (beyond contract §9): with its loop's
+    name and whether the loop was deleted, since runs outlive their loop (spec §4)."""
+
+    loop_deleted: bool = Field(
+        description="True when the run's loop has been deleted: its runs stay, its page and actions do not."
+    )
+    loop_name: str | None = Field(
+        None, description="The loop's name (as it was when deleted, for a deleted loop); omitted when it had none."
+    )
+
+
+class DeliveredRunsOut(BaseModel):
+    runs: list[DeliveredRunView]
+
+
 class UpcomingOut(BaseModel):
     fire_times: list[int]
 

@@ -17,7 +17,7 @@ from psycopg.types.numeric import Int8BinaryLoader
 
 from core.errors import InvalidInput, UnknownLoop
 from loops import ends, schedules
-from loops.models import Loop, LoopRun, LoopState
+from loops.models import DeletedLoop, Loop, LoopRun, LoopState
 from sessions_app.models import ReservedTarget
 
 
@@ -210,16 +210,19 @@ def loop_runs(loop_id: str, *, limit: int) -> QuerySet[LoopRun]:
 
 def runs_delivered_into(session_id: str, *, global_session_id: str | None, limit: int) -> QuerySet[LoopRun]:
     """The runs whose message went into one session, newest first: those of the loops that target
-    it (`self` ones too when it is the global interface; completed loops included, deleted ones
-    not), found through the loops' session index and then each loop's runs (run_loop_idx), and the
-    fresh runs that made it (run_fresh_session_idx). Never a scan of every run by its target: runs
-    have no index on target_session_id alone."""
+    it (`self` ones too when it is the global interface; completed loops included, and deleted ones,
+    whose runs outlive them, through the target kept as they were deleted), found through the loops'
+    session indexes and then each loop's runs (run_loop_idx), and the fresh runs that made it
+    (run_fresh_session_idx). Never a scan of every run by its target: runs have no index on
+    target_session_id alone."""
     targets = Q(session_id=session_id)
     if global_session_id is not None and global_session_id == session_id:
         targets |= Q(session_id=ReservedTarget.SELF)
     loop_ids = Loop.objects.filter(targets).values("loop_id")
+    deleted_ids = DeletedLoop.objects.filter(targets).values("loop_id")
     fresh = Q(target=ReservedTarget.NEW, target_session_id=session_id)
-    runs = LoopRun.objects.filter(Q(loop_id__in=loop_ids, target_session_id=session_id) | fresh)
+    delivered_here = Q(loop_id__in=loop_ids) | Q(loop_id__in=deleted_ids)
+    runs = LoopRun.objects.filter((delivered_here & Q(target_session_id=session_id)) | fresh)
     return runs.order_by("-scheduled_at", "-claimed_at")[:limit]
 
 

@@ -245,7 +245,7 @@ def _record(
         if attempt.delivered:
             tally.delivered_late(attempt.run.scheduled_at, now)
     update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in attempts])
-    _update_loops(attempts, loops, now)
+    _update_loops(attempts, loops, now, tally)
     if finish:
         # After the messages of an embedded host's batch that did not go as expected: the shard kept
         # for holders of inbox locks. A remote host's takes none: any shard, as the claims'.
@@ -287,8 +287,9 @@ def _settle(attempt: Attempt, now: datetime) -> None:
     run.error, run.lease_until = attempt.error, None
 
 
-def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
-    """One UPDATE per distinct result: a batch that all went well is one statement."""
+def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime, tally: Tally) -> None:
+    """One UPDATE per distinct result: a batch that all went well is one statement. What the
+    failure policy passes over is counted into the batch's `tally`."""
     finished = [attempt for attempt in attempts if not attempt.retry]
     by_result = defaultdict(list)
     for attempt in finished:
@@ -313,7 +314,7 @@ def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: 
             **_delivered_changes(status, manual=manual),
         )
     _end_last_runs(finished, loops, now)
-    _apply_failure_policy([attempt.run for attempt in finished], now)
+    _apply_failure_policy([attempt.run for attempt in finished], now, tally)
     soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
     if any(
         loop.kind not in ONE_SHOT_KINDS and loop.next_at and loop.next_at < soon
@@ -355,7 +356,7 @@ def _end_last_runs(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now:
         loops_end(ending, now=now)
 
 
-def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:
+def _apply_failure_policy(runs: list[RunRow], now: datetime, tally: Tally) -> None:
     """Back off or pause loops whose scheduled run failed (scheduler.failures). The rare runs whose
     turn's outcome the host reported before this record take it from the history instead."""
     reported = {run.loop_id: run for run in runs if run.outcome}
@@ -364,10 +365,10 @@ def _apply_failure_policy(runs: list[RunRow], now: datetime) -> None:
         return
     for loop in locked_loops([*reported, *failed]):
         if loop.loop_id in reported:
-            take_outcome(loop, reported[loop.loop_id], now=now)
+            take_outcome(loop, reported[loop.loop_id], now=now, tally=tally)
         else:
             run = failed[loop.loop_id]
-            after_failures(loop, loop.consecutive_failures + 1, run=run, error=run.error, now=now)
+            after_failures(loop, loop.consecutive_failures + 1, run=run, error=run.error, now=now, tally=tally)
             fresh_run_failed(loop, run, target=run.target or loop.session_id, error=run.error, now=now)
 
 

@@ -17,18 +17,25 @@ The callers hold the transaction and the loop rows' locks (delivery records, out
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from django.conf import settings
 
-from loops import schedules
+from loops import ends, schedules
+from loops.counters import Tally
 from loops.events import SCHEDULER, record_event
+from loops.humanize import short_span
 from loops.models import EventKind, FailureEvent, Loop, LoopEvent, LoopRun, LoopState, RunOutcome, RunStatus
+from loops.occurrence_log import log_occurrence
+from loops.runs import new_run_id, occurrence_key
 from loops.services.ends import end_if_done
 from scheduler.episodes import FailedRun, record_episode
 from sessions_app.models import ReservedTarget
+
+logger = logging.getLogger("dshloop.delivery")
 
 AUTO = "auto: "  # contract §9: the pause_reason of a pause the scheduler made
 _REASON_LENGTH = Loop._meta.get_field("pause_reason").max_length
@@ -55,16 +62,28 @@ def auto_pause_reason(error: str) -> str:
     return reason[: _REASON_LENGTH - 1] + "…"
 
 
-def after_failures(loop: Loop, failures: int, *, run: FailedRun, error: str, now: datetime) -> None:
+def after_failures(
+    loop: Loop, failures: int, *, run: FailedRun, error: str, now: datetime, tally: Tally | None = None
+) -> None:
     """Set a locked loop's count to `failures` (the streak including `run`, the newest) and apply
     the policy: pause after DSHLOOP_AUTO_PAUSE_AFTER in a row (an episode), else push its next claim
-    back."""
+    back. The occurrences either passes over are counted into `tally` (a delivery's record: saved
+    with its own), else saved here."""
     loop.consecutive_failures = failures
     fields = ["consecutive_failures"]
     active = loop.state in (LoopState.SCHEDULED, LoopState.RUNNING)
     if not loop.schedule.one_shot and active:
         limit = settings.DSHLOOP_AUTO_PAUSE_AFTER
         if limit and failures >= limit:
+            if loop.next_at is not None:  # what was due by now will never be: resume starts after now
+                skip_passed(
+                    loop,
+                    since=loop.next_at,
+                    before=now + _JUST_AFTER,
+                    why=f"the loop was {_paused_after(failures)}",
+                    now=now,
+                    tally=tally,
+                )
             loop.state, loop.next_at, loop.paused_at = LoopState.PAUSED, None, now
             loop.pause_reason = auto_pause_reason(error)
             fields += ["state", "next_at", "paused_at", "pause_reason"]
@@ -76,18 +95,77 @@ def after_failures(loop: Loop, failures: int, *, run: FailedRun, error: str, now
             not_before = now + failure_backoff(failures)
             if loop.next_at < not_before:
                 # The first occurrence at or after the backoff: the grid is kept (never earlier than
-                # the schedule), the occurrences in between are not attempted.
+                # the schedule), the occurrences in between are not attempted, and are counted.
+                passed = loop.next_at
                 loop.next_at = schedules.next_occurrence(
                     loop.timing,
                     created_at=loop.anchor,
-                    after=not_before - timedelta(milliseconds=1),
+                    after=not_before - _JUST_AFTER,
                     host_tz=settings.TIME_ZONE,
                 )
                 fields.append("next_at")
+                why = f"the loop backs off for {short_span(failure_backoff(failures) // timedelta(seconds=1))} after {_failures(failures)} (DSHLOOP_FAILURE_BACKOFF_SECONDS)"
+                skip_passed(loop, since=passed, before=loop.next_at or not_before, why=why, now=now, tally=tally)
                 # contract §16: a backoff past the loop's end leaves it nothing to run.
                 if end_if_done(loop, now=now):
                     fields.remove("next_at")
     loop.save(update_fields=fields)
+
+
+_JUST_AFTER = timedelta(milliseconds=1)  # run times are whole milliseconds
+
+
+def _failures(count: int) -> str:
+    return "1 failure" if count == 1 else f"{count} failures in a row"
+
+
+def _paused_after(count: int) -> str:
+    return f"paused after {_failures(count)} (DSHLOOP_AUTO_PAUSE_AFTER)"
+
+
+def skip_passed(
+    loop: Loop, *, since: datetime, before: datetime, why: str, now: datetime, tally: Tally | None = None
+) -> LoopRun | None:
+    """A locked loop's occurrences from `since` (its deadline) to just before `before` that the
+    failure policy passes over, never to be attempted: recorded as one `skipped` run at the latest
+    of them, whose `missed` counts them all, itself included (as loops.services.unclaimed records
+    what an operator's pause drops), so that every occurrence ends as a run or counted in `missed`
+    (docs/RELIABILITY.md, invariant 1). Those after the loop's end are none of its occurrences.
+    Returns the run, or None when nothing was passed over."""
+    until = ends.catch_up_until(before - _JUST_AFTER, loop.ends_at)
+    if since > until:
+        return None
+    catch_up = schedules.catch_up(
+        loop.timing, created_at=loop.anchor, due_at=since, now=until, host_tz=settings.TIME_ZONE
+    )
+    latest, count = catch_up.deliver_at, catch_up.missed + 1
+    key = occurrence_key(loop.loop_id, latest)
+    if LoopRun.objects.filter(occurrence_key=key).exists():
+        return None  # it has its run already (a next_at moved back by hand)
+    occurrences = "this occurrence was" if count == 1 else f"this occurrence and the {count - 1:,} before it were"
+    error = f"Not delivered: {why}; {occurrences} not attempted, counted in missed."
+    run = LoopRun(
+        run_id=new_run_id(),
+        loop_id=loop.loop_id,
+        occurrence_key=key,
+        scheduled_at=latest,
+        status=RunStatus.SKIPPED,
+        attempt=0,  # never handed to a driver
+        missed=count,
+        target=loop.session_id,
+        claimed_at=now,
+        finished_at=now,
+        error=error,
+        revision=loop.revision,
+    )
+    run.save(force_insert=True)
+    counts = tally if tally is not None else Tally()
+    counts.finished(RunStatus.SKIPPED)
+    counts.missed(count)
+    if tally is None:
+        counts.save()
+    log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=error)
+    return run
 
 
 def count_failures(loop_id: str) -> int:
@@ -152,7 +230,9 @@ _UNEXPLAINED = {
 }
 
 
-def take_outcome(loop: Loop, run: ReportedRun, *, now: datetime, latest: bool = True) -> None:
+def take_outcome(
+    loop: Loop, run: ReportedRun, *, now: datetime, latest: bool = True, tally: Tally | None = None
+) -> None:
     """A locked loop takes in a turn outcome its host reported for `run`: the loop row shows it
     while the run is its latest — a failed or cancelled turn as last_result "failed" with the
     reason; a succeeded one leaves the delivery's result — and a scheduled run's verdict changes
@@ -170,7 +250,7 @@ def take_outcome(loop: Loop, run: ReportedRun, *, now: datetime, latest: bool = 
         return
     streak = count_failures(loop.loop_id)
     if streak > loop.consecutive_failures:
-        after_failures(loop, streak, run=run, error=run.error, now=now)
+        after_failures(loop, streak, run=run, error=run.error, now=now, tally=tally)
     elif streak != loop.consecutive_failures:
         loop.consecutive_failures = streak
         loop.save(update_fields=["consecutive_failures"])

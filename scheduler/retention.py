@@ -12,7 +12,12 @@ for long (each DELETE is its own short transaction):
    of deleted loops are walked too. A loop with no more runs than it keeps costs nothing more;
 2. for a loop over the limit: its cutoff, the oldest terminal run it keeps (the limit-th newest by
    scheduled_at, then run_id), then DELETEs of at most BATCH of its terminal runs below the cutoff;
-3. the inbox: DELETEs of at most BATCH messages older than the cutoff, oldest first
+3. the loops deleted more than DSHLOOP_INBOX_RETENTION_DAYS ago (DeletedLoop, a page of them at a
+   time): every terminal run they kept goes, as in step 2, and then what was kept of the loop. Their
+   runs outlive them (spec §4) for as long as the messages those runs delivered (the inbox's
+   retention), not forever: nothing new is added to a deleted loop's history, so its last runs
+   would otherwise stay for good;
+4. the inbox: DELETEs of at most BATCH messages older than the cutoff, oldest first
    (inbox_created_idx).
 
 What goes with a run: the session the embedded host made for it, if it was a `new` run (the
@@ -46,17 +51,18 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from loops.models import Loop, LoopPrompt, LoopRun, RunStatus
+from loops.models import DeletedLoop, Loop, LoopPrompt, LoopRun, RunStatus
 from loops.runs import OPEN_STATUSES
 from sessions_app.models import InboxMessage, SessionHeader, SessionStatus
 
 TERMINAL_STATUSES = tuple(status for status in RunStatus if status not in OPEN_STATUSES)
+_AFTER_EVERY_RUN = datetime(9999, 1, 1, tzinfo=UTC)  # a cutoff below which every run lies
 BATCH = 500  # rows per DELETE statement
 PAGE = 100  # loop IDs (with their run counts) per page step
 
@@ -68,6 +74,7 @@ class LoopPruned:
     loop_id: str
     runs: int
     oldest_kept: datetime
+    loop_deleted: bool = False  # a loop deleted before the inbox cutoff: all its runs went, none is kept
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,8 @@ class Pruner:
         self._expired_session_messages = 0
         self._prompts_of: str | None = None  # the loop whose unused prompts go next
         self._cursor: str | None = None  # the last loop ID paged
+        self._deleted_loops = False  # paging the loops deleted before the inbox cutoff (step 3)
+        self.deleted_loops = 0  # deleted loops whose last runs went, and what was kept of them
         self._queue: deque[str] = deque()  # loops of the page over the limit
         self._current: _Cutoff | None = None
         self._current_runs = 0
@@ -177,7 +186,8 @@ class Pruner:
             if not self._queue:
                 self._next_page()
                 return
-            self._current = self._cutoff(self._queue.popleft())
+            loop_id = self._queue.popleft()
+            self._current = self._all_runs(loop_id) if self._deleted_loops else self._cutoff(loop_id)
             self._current_runs = 0
             if self._current is None:
                 return
@@ -237,16 +247,40 @@ class Pruner:
         reads the loop_id index alone (a GroupAggregate over an index-only scan on PostgreSQL,
         stopped by the LIMIT). Open runs are counted too, so a loop with open runs may be queued
         and still have nothing to prune (_cutoff decides)."""
+        if self._deleted_loops:
+            self._next_deleted_page()
+            return
         runs = LoopRun.objects.order_by("loop_id")
         if self._cursor is not None:
             runs = runs.filter(loop_id__gt=self._cursor)
         page = list(runs.values("loop_id").annotate(runs=Count("*")).values_list("loop_id", "runs")[: self.page])
         if not page:
-            self._runs_done = True
+            self._deleted_loops, self._cursor = True, None
             return
         self._cursor = page[-1][0]
         keep = self.run_limit + self.headroom
-        self._queue.extend(loop_id for loop_id, count in page if count > keep)
+        over = [loop_id for loop_id, count in page if count > keep]
+        # A loop deleted before the inbox cutoff loses all its runs in step 3, and only there: a dry
+        # run, which deletes nothing, would otherwise count its runs here and again there.
+        expired = DeletedLoop.objects.filter(loop_id__in=over, deleted_at__lt=self.inbox_cutoff)
+        gone = set(expired.values_list("loop_id", flat=True)) if over else set()
+        self._queue.extend(loop_id for loop_id in over if loop_id not in gone)
+
+    def _next_deleted_page(self) -> None:
+        """The next PAGE loops deleted before the inbox cutoff, by primary key: all their runs go."""
+        gone = DeletedLoop.objects.filter(deleted_at__lt=self.inbox_cutoff).order_by("loop_id")
+        if self._cursor is not None:
+            gone = gone.filter(loop_id__gt=self._cursor)
+        page = list(gone.values_list("loop_id", flat=True)[: self.page])
+        if not page:
+            self._runs_done = True
+            return
+        self._cursor = page[-1]
+        self._queue.extend(page)
+
+    def _all_runs(self, loop_id: str) -> _Cutoff:
+        """A deleted loop's cutoff: past its newest run, so that every terminal run of it goes."""
+        return _Cutoff(loop_id, _AFTER_EVERY_RUN, "", busy_since=self.busy_since)
 
     def _cutoff(self, loop_id: str) -> _Cutoff | None:
         """The limit-th newest terminal run, or None when the loop has no more than `limit`."""
@@ -257,6 +291,8 @@ class Pruner:
 
     def _finish_loop(self, cutoff: _Cutoff) -> None:
         self._current = None
+        if self._deleted_loops:
+            self._forget(cutoff)
         if not self._current_runs:
             return
         if self.dry_run:
@@ -269,7 +305,19 @@ class Pruner:
         self.runs += self._current_runs
         self.loops += 1
         if self.on_loop is not None:
-            self.on_loop(LoopPruned(cutoff.loop_id, self._current_runs, cutoff.scheduled_at))
+            self.on_loop(LoopPruned(cutoff.loop_id, self._current_runs, cutoff.scheduled_at, self._deleted_loops))
+
+    def _forget(self, cutoff: _Cutoff) -> None:
+        """What was kept of a deleted loop goes with its last run: kept while a run remains (an open
+        one, or one whose fresh session's turn goes on), so that the run is still shown as its."""
+        remaining = LoopRun.objects.filter(loop_id=cutoff.loop_id)
+        if self.dry_run:  # nothing was deleted: what would remain is what the pass would not delete
+            self.deleted_loops += not remaining.exclude(run_id__in=cutoff.runs_below().values("run_id")).exists()
+            return
+        gone = DeletedLoop.objects.filter(loop_id=cutoff.loop_id).exclude(
+            Exists(remaining.filter(loop_id=OuterRef("loop_id")))
+        )
+        self.deleted_loops += gone.delete()[0]
 
     def _step_prompts(self, loop_id: str) -> None:
         """One batch of a loop's stored prompts that no run refers to any more. Never the loop's

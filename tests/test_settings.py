@@ -231,3 +231,13 @@ def test_the_embedded_host_makes_no_host_calls_so_its_lease_has_no_such_floor(va
     assert loaded(var_dir, "DSHLOOP_RUN_LEASE_SECONDS", DSHLOOP_RUN_LEASE_SECONDS="3") == {
         "DSHLOOP_RUN_LEASE_SECONDS": 3
     }
+
+
+def test_a_fresh_runs_extra_tools_are_tool_names(var_dir):
+    # contract §14: the operator's widening of the plugin's fresh-run tools (docs/dsh.md).
+    show = "print(json.dumps(s.DSHLOOP_FRESH_RUN_TOOLS))"
+    assert json.loads(import_settings(var_dir, show).stdout) == []
+    done = import_settings(var_dir, show, DSHLOOP_FRESH_RUN_TOOLS="todo_write, mcp__docs__search")
+    assert json.loads(done.stdout) == ["todo_write", "mcp__docs__search"], done.stderr
+    message = refused(var_dir, DSHLOOP_FRESH_RUN_TOOLS="todo_write;subagent")
+    assert "DSHLOOP_FRESH_RUN_TOOLS must list tool names" in message and "'todo_write;subagent'" in message

@@ -14,7 +14,16 @@ from core.errors import NotFailed, RunInFlight
 from core.notify import notify_clocks
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopRun, LoopState, RunStatus, keep_revision_prompt
+from loops.models import (
+    AWAITING_APPROVAL,
+    DeletedLoop,
+    EventKind,
+    Loop,
+    LoopRun,
+    LoopState,
+    RunStatus,
+    keep_revision_prompt,
+)
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
 from loops.services.ends import end_if_done
@@ -26,7 +35,6 @@ OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for
 
 def _next_after(loop: Loop, now: datetime) -> datetime | None:
     """contract §9 resume: the first occurrence strictly after now; a one-shot already due fires now."""
-from loops.services.create import refuse_unvouched_approval
     if loop.timing.one_shot:
         due = schedules.first_occurrence(loop.timing, created_at=loop.anchor, host_tz=settings.TIME_ZONE)
         return now if due is None or due <= now else due
@@ -53,7 +61,7 @@ def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
     return loop
 
 
-def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None, vouched: bool = True) -> Loop:
+def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
     """Scheduled again from now: nothing that fell due while paused is delivered or counted as
     missed (the first occurrence strictly after now), except a one-shot whose time passed, which
     fires once. The resume of a loop awaiting approval is recorded as its approval. Idempotent.
@@ -73,13 +81,12 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None, vouc
         if end_if_done(loop, actor=actor, now=now):
             return loop
         loop.save(update_fields=["state", "next_at", "paused_at", "pause_reason", "consecutive_failures"])
-        refuse_unvouched_approval(loop, vouched=vouched, doing="approve")  # contract §14: a person's
         record_event(loop, EventKind.APPROVED if approved else EventKind.RESUMED, actor, at=now)
     transaction.on_commit(notify_clocks)
     return loop
 
 
-def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None, vouched: bool = True) -> LoopRun:
+def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> LoopRun:
     """One manual occurrence through the same delivery path, now; next_at is not moved. Refused
     while the loop has a run open (one run in flight per loop). Works on paused loops."""
     with transaction.atomic(durable=True):
@@ -93,7 +100,6 @@ def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None, vou
             run_id=run_id,
             loop_id=loop_id,
             occurrence_key=manual_occurrence_key(loop_id, run_id),
-        refuse_unvouched_approval(loop, vouched=vouched, doing="run")  # a run would skip the approval
             scheduled_at=now,
             status=RunStatus.CLAIMED,
             attempt=1,  # handed out by the enqueue below (scheduler.delivery: attempts)
@@ -133,7 +139,8 @@ def loop_retry(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
 
 
 def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> str:
-    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay;
+    """Delete by globally unique ID, from any caller (spec §2.3). Run history and events stay, and
+    what the runs need of the loop (its target and name: DeletedLoop);
     occurrences that were due and not yet claimed are recorded skipped (loops.services.unclaimed).
 
     Of deletes racing for one loop exactly one deletes it and records the event; the others answer
@@ -147,6 +154,7 @@ def loop_delete(*, loop_id: str, actor: Actor, now: datetime | None = None) -> s
         if waiting := unclaimed(loop, now=now):
             waiting.record(change=DELETED, now=now)  # before the prompt is kept: its run refers to it
         keep_revision_prompt(loop_id)  # its runs read it from the loop until now
+        DeletedLoop.remember(loop, at=now)  # its runs are still found and shown as a deleted loop's
         Loop.objects.filter(loop_id=loop_id).delete()
         record_event(loop, EventKind.DELETED, actor, at=now)
     transaction.on_commit(notify_clocks)

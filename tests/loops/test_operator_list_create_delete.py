@@ -130,6 +130,44 @@ def test_a_sessions_runs_are_those_delivered_into_it_newest_first(manage_api, ma
     assert missing.status_code == 422 and error_of(missing)["code"] == "invalid_input"
 
 
+def test_a_deleted_loops_runs_are_still_listed_as_delivered_into_its_session_and_marked(
+    manage_api, api, make_session, global_session
+):
+    """spec §4: runs outlive their loop. A session's runs still include those of a loop deleted since
+    (a `self` one too), each marked loop_deleted with the name the loop had; a live loop's are not
+    marked. The contract's own runs path keeps RunView's shape."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from loops.models import LoopRun
+    from tests.conftest import create_loop, fire_due
+
+    make_session("ses_target")
+    named = create_loop(every(60), target="ses_target")
+    request(manage_api, "PATCH", f"/api/loops/{named.loop_id}", {"name": "Deploy watch"})
+    live = create_loop(every(60), target="ses_target")
+    selfish = create_loop(every(60), target="self")
+    later = timezone.now() + timedelta(seconds=61)
+    fire_due(named.loop_id, later)  # each loop's first run
+    fired = dict(LoopRun.objects.values_list("loop_id", "run_id"))
+    for loop in (named, selfish):
+        assert api.tool("loop_delete", {"loop_id": loop.loop_id}).status_code == 200
+
+    runs = {
+        run["run_id"]: run for run in request(manage_api, "GET", "/api/runs", {"session": "ses_target"}).json()["runs"]
+    }
+    assert set(runs) == {fired[named.loop_id], fired[live.loop_id]}
+    gone, kept = runs[fired[named.loop_id]], runs[fired[live.loop_id]]
+    assert (gone["loop_deleted"], gone["loop_name"], gone["status"]) == (True, "Deploy watch", "delivered")
+    assert kept["loop_deleted"] is False and "loop_name" not in kept
+    [mine] = request(manage_api, "GET", "/api/runs", {"session": "ses_global"}).json()["runs"]
+    assert (mine["run_id"], mine["loop_deleted"]) == (fired[selfish.loop_id], True)
+    # contract §4: the loop's own history answers after its deletion, in RunView's shape.
+    [own] = api.get(f"/api/loops/{named.loop_id}/runs").json()["runs"]
+    assert own["run_id"] == fired[named.loop_id] and "loop_deleted" not in own and "loop_name" not in own
+
+
 def test_a_nul_in_a_filter_is_refused_on_its_field_never_a_500(manage_api):
     """PostgreSQL's text cannot hold NUL: the query refuses it (422) before it reaches a filter."""
     for path, params, field in (

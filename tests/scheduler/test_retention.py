@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core.timeutil import iso
 from loops.events import Actor
-from loops.models import LoopEvent, LoopRun, RunStatus
+from loops.models import DeletedLoop, LoopEvent, LoopPrompt, LoopRun, RunStatus
 from loops.runs import occurrence_key
 from loops.services import lifecycle
 from scheduler.retention import Pruner, prune
@@ -123,6 +123,40 @@ def test_a_deleted_loops_runs_are_pruned_too_and_its_events_kept(settings, make_
 
     assert kept(loop.loop_id) == newest(runs, 3)
     assert LoopEvent.objects.filter(loop_id=loop.loop_id).count() == events
+
+
+def test_a_loop_deleted_before_the_inbox_cutoff_loses_all_its_runs_and_what_was_kept_of_it(settings, make_session):
+    """Runs outlive their loop (spec §4) as long as the messages they delivered, not for good: a loop
+    deleted more than DSHLOOP_INBOX_RETENTION_DAYS ago has nothing new added to its history, so its
+    last runs go, then its DeletedLoop; an open run keeps it until the run ends. A loop deleted since
+    keeps the runs of any loop. Events stay. The dry run counts what the pass removes."""
+    settings.DSHLOOP_RUN_HISTORY_LIMIT, settings.DSHLOOP_INBOX_RETENTION_DAYS = 3, 30
+    make_session("ses_target")
+    now = T0 + timedelta(days=40)
+    # Nothing falls due before they are deleted (a due occurrence would be recorded as a skipped run).
+    old, open_, recent = (create_loop(every(10**8), target="ses_target", at=T0) for _ in range(3))
+    add_runs(old.loop_id, 5)
+    add_runs(open_.loop_id, 2)
+    add_runs(open_.loop_id, 1, status=RunStatus.CLAIMED, tag="o")
+    recent_runs = add_runs(recent.loop_id, 5)
+    actor = Actor.session("ses_target")
+    for loop, deleted_at in ((old, T0 + s(600)), (open_, T0 + s(600)), (recent, now - timedelta(days=1))):
+        lifecycle.loop_delete(loop_id=loop.loop_id, actor=actor, now=deleted_at)
+    events = LoopEvent.objects.count()
+
+    dry = Pruner(now=now, dry_run=True).run()
+    real = Pruner(now=now).run()
+
+    assert (dry.runs, dry.deleted_loops) == (real.runs, real.deleted_loops) == (5 + 2 + 2, 1)
+    assert kept(old.loop_id) == [] and not LoopPrompt.objects.filter(loop_id=old.loop_id).exists()
+    assert [run.status for run in LoopRun.objects.filter(loop_id=open_.loop_id)] == [RunStatus.CLAIMED]
+    assert kept(recent.loop_id) == newest(recent_runs, 3)
+    assert set(DeletedLoop.objects.values_list("loop_id", flat=True)) == {open_.loop_id, recent.loop_id}
+    assert LoopEvent.objects.count() == events
+    # Once its last run has ended, the next pass removes it and what was kept of its loop.
+    LoopRun.objects.filter(loop_id=open_.loop_id).update(status=RunStatus.DELIVERED, finished_at=now)
+    assert Pruner(now=now).run().deleted_loops == 1
+    assert kept(open_.loop_id) == [] and set(DeletedLoop.objects.values_list("loop_id", flat=True)) == {recent.loop_id}
 
 
 def test_runs_at_the_same_instant_are_ordered_by_run_id(settings):

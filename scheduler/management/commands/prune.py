@@ -35,6 +35,11 @@ class Command(BaseCommand):
         )
 
         def report(loop: LoopPruned) -> None:
+            if loop.loop_deleted:
+                self.stdout.write(
+                    f"loop {loop.loop_id} (deleted before the inbox cutoff): {verb} all its {loop.runs} run(s)"
+                )
+                return
             self.stdout.write(
                 f"loop {loop.loop_id}: {verb} {loop.runs} run(s); the oldest kept was scheduled at {iso(loop.oldest_kept)}"
             )
@@ -46,6 +51,7 @@ class Command(BaseCommand):
             f"{pruned.inbox_messages} others created before {iso(pruned.inbox_cutoff)}"
         )
         self.stdout.write(f"prompts no run refers to any more: {verb} {pruned.prompts}")
+        self.stdout.write(f"deleted loops whose last runs went: {verb} what was kept of {pruned.deleted_loops}")
         self.stdout.write(
             f"total: {verb} {pruned.runs} run(s) of {pruned.loops} loop(s), {pruned.sessions} session(s), "
             f"{pruned.messages} inbox message(s) and {pruned.prompts} prompt(s)"
