@@ -20,7 +20,17 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("DSHLOOP_VAR_DIR", BASE_DIR / "var"))
+
+
+def default_var_dir() -> Path:
+    """Where the embedded mode keeps its files: var/ in a clone (beside manage.py), and for an
+    installed `dshloop` (BASE_DIR is then site-packages) the user's data directory."""
+    if (BASE_DIR / "manage.py").is_file():
+        return BASE_DIR / "var"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "dshloop"
+
+
+VAR_DIR = Path(os.environ.get("DSHLOOP_VAR_DIR") or default_var_dir())
 
 
 def env_str(name: str, default: str = "") -> str:

@@ -1,5 +1,5 @@
 """The embedded database holds staff sign-in sessions and token hashes: it, its -wal and -shm files
-and var/ are owner-only from the moment they exist (manage.py prepare_database_files)."""
+and var/ are owner-only from the moment they exist (dshloop.cli prepare_embedded_files)."""
 
 from __future__ import annotations
 

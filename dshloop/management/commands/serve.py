@@ -72,7 +72,7 @@ class SchedulerSupervisor:
         # scheduler with SIGTERM (stop()). In the terminal's group, a Ctrl-C while the child was still
         # starting Python (before runloops installs its handlers) printed a KeyboardInterrupt traceback.
         process = subprocess.Popen(
-            [sys.executable, str(settings.BASE_DIR / "manage.py"), "runloops"],
+            [sys.executable, "-m", "dshloop", "runloops"],  # the installed package's, or the clone's
             env={**os.environ, SERVE_PID_ENV: str(os.getpid())},
             process_group=0,
         )
