@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
+from django.conf import settings
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
@@ -35,6 +36,7 @@ from loops.services import create, edit, lifecycle
 from sessions_app.hosts import global_session_id
 from sessions_app.selectors import sessions_get
 from tokens.auth import manage_auth, tools_auth
+from tokens.models import PLUGIN_TOKEN_NAME
 
 loops_router = Router(auth=tools_auth, tags=["loops"])
 manage_router = Router(auth=manage_auth, tags=["operate"])
@@ -81,6 +83,15 @@ def token_actor(request) -> Actor:
     if _VIA.fullmatch(via):
         return Actor(ActorKind.TOKEN, f"{request.auth.name} via {via}")
     return Actor(ActorKind.TOKEN, request.auth.name)
+
+
+def vouched(request) -> bool:
+    """Whether a person is known to stand behind an operator call (contract §14). Not behind the DSH
+    plugin's token: it calls for DSH Web's Loops panel, on a channel of DSH that any local process can
+    call (DSH hands the handler no caller, only the request's body), an agent's bash included. Its
+    `new` loops then await approval as an agent's do, and it may not approve or run one that awaits
+    it, unless the operator says DSH Web is a person's (DSHLOOP_TRUST_DSH_WEB)."""
+    return request.auth.name != PLUGIN_TOKEN_NAME or settings.DSHLOOP_TRUST_DSH_WEB
 
 
 def detail(loop) -> dict:
@@ -130,14 +141,20 @@ def loop_page(request, query: Query[LoopPageQuery]):
 def loop_create_operated(request, payload: LoopCreateIn):
     """An operator's loop_create (the same input and checks): `session_id` is required, since an
     operator has no session of its own. The creator recorded is the global interface session, as
-    for a loop made in dshloop's panel (contract §2); the trail's actor is the token."""
+    for a loop made in dshloop's panel (contract §2); the trail's actor is the token. A `new` loop made
+    with the DSH plugin's token awaits approval as an agent's would (vouched)."""
     if payload.session_id is None:
         raise InvalidInput(
             'Name the target: a session ID, "self" or "new" (an operator has no current session).', field="session_id"
         )
     now = truncate_to_ms(timezone.now())
     loop = create.loop_create_from(
-        payload, target=payload.session_id, created_by=create.default_creator(), actor=token_actor(request), now=now
+        payload,
+        target=payload.session_id,
+        created_by=create.default_creator(),
+        actor=token_actor(request),
+        now=now,
+        vouched=vouched(request),
     )
     return Status(201, detail(loop))
 
@@ -165,8 +182,11 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     occurrence left, and re-arming it would fire a one-shot twice); create a new loop to run it
     again. A failed loop given a new schedule or
     session_id is scheduled again from now; a new prompt or name alone leaves it failed, and
-    POST …/retry fires it with them."""
-    return detail(edit.loop_edit_from(loop_id, payload, actor=token_actor(request)))
+    POST …/retry fires it with them.
+
+    A `new` loop widened (made `new`, or made to fire more often) with the DSH plugin's token awaits
+    approval again, as when created so (vouched)."""
+    return detail(edit.loop_edit_from(loop_id, payload, actor=token_actor(request), vouched=vouched(request)))
 
 
 @manage_router.post("/{loop_id}/pause", response=answers(LoopDetail, 404, 409), exclude_unset=True)
@@ -179,14 +199,17 @@ def loop_pause(request, loop_id: str):
 
 @manage_router.post("/{loop_id}/resume", response=answers(LoopDetail, 404), exclude_unset=True)
 def loop_resume(request, loop_id: str):
-    """Scheduled from now: the first occurrence strictly after now; a one-shot already due fires once."""
-    return detail(lifecycle.loop_resume(loop_id=loop_id, actor=token_actor(request)))
+    """Scheduled from now: the first occurrence strictly after now; a one-shot already due fires once.
+    The resume of a loop awaiting approval approves it: 403 forbidden with the DSH plugin's token (vouched)."""
+    return detail(lifecycle.loop_resume(loop_id=loop_id, actor=token_actor(request), vouched=vouched(request)))
 
 
 @manage_router.post("/{loop_id}/run", response={202: RunView, **answers(RunView, 404, 409)}, exclude_none=True)
 def loop_run(request, loop_id: str):
-    """One manual occurrence now (manual: true); next_at does not move; 409 run_in_flight while one is open."""
-    return Status(202, run_view(lifecycle.loop_run_now(loop_id=loop_id, actor=token_actor(request))))
+    """One manual occurrence now (manual: true); next_at does not move; 409 run_in_flight while one is open;
+    403 forbidden for a loop awaiting approval with the DSH plugin's token (vouched)."""
+    run = lifecycle.loop_run_now(loop_id=loop_id, actor=token_actor(request), vouched=vouched(request))
+    return Status(202, run_view(run))
 
 
 @manage_router.post("/{loop_id}/retry", response=answers(LoopDetail, 404, 409), exclude_unset=True)

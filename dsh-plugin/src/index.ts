@@ -232,8 +232,12 @@ export function apply(ctx: HostContext, config: Config = {}): void {
       }
       await remount(agent)
     }
+    // A fresh run whose turn is running and that may not make loops: its bash reaches DSH's port as
+    // DSH Web does (panel.ts). The operator's DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS gives it loop_create.
+    const freshRunAt = (): string | undefined => [...unattended].find(([id, allowed]) =>
+      !allowed.has('loop_create') && ctx.agents.get(id)?.status === 'running')?.[0]
     const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) =>
-      handleRpc(endpoint, rpcEndpoint, payload, signal, { agents: ctx.agents, restrict }), { authority: 'loopback' })
+      handleRpc(endpoint, rpcEndpoint, payload, signal, { agents: ctx.agents, restrict, freshRunAt }), { authority: 'loopback' })
     void refresh()
 
     return async () => {
@@ -255,6 +259,8 @@ export interface Deliveries {
   readonly agents: { get(id: string): Agent | undefined }
   /** Bound a fresh run's tools: the built-in set plus `extra` (src/boundary.ts). */
   restrict(agent: Agent, extra: readonly string[]): Promise<void>
+  /** A session made for a `new` run whose turn is running now, if any (panel.ts). */
+  freshRunAt?(): string | undefined
 }
 
 /**
@@ -290,7 +296,7 @@ export async function handleRpc(
   }
   if (rpcEndpoint === 'panel') {
     try {
-      return { ok: true, value: await panelCall(endpoint, payload, signal) }
+      return { ok: true, value: await panelCall(endpoint, payload, signal, deliveries?.freshRunAt) }
     } catch (error) {
       // A refusal is an answer, not a failed call: DSH's channel takes only its own error codes, so
       // dshloop's code, sentence and field travel in the value, for the form to show on the field.

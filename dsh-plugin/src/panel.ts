@@ -6,6 +6,13 @@
  * session. A loop created for a session targets it; its creator is dshloop's global interface
  * session, as for a loop made in dshloop's own panel.
  *
+ * Who can call it: whoever reaches DSH's port. DSH hands a channel's handler the request's body and
+ * nothing about its caller, and checks only Host and Origin headers, which any local process sets as
+ * it likes: an agent's bash (`curl $DSH_WEB_URL/dshloop/panel`) is as welcome as DSH Web. So dshloop
+ * takes the plugin's token as no person's word (loops/api.py `vouched`: with the approval on, a `new`
+ * loop made or widened here awaits approval and cannot be approved or run here), and this side keeps
+ * a fresh run from making loops here while it works (`freshRunAt`), which is all it can tell.
+ *
  * What one refresh of an open panel costs dshloop: one `list` (one read of the loop index, one of
  * the session headers); a conversation's tab adds `delivered` (the runs delivered into it). `loop`
  * (a loop's runs and trail) only while a loop is open in the panel.
@@ -27,15 +34,36 @@ export const SESSIONS_LIMIT = 200
 const ACTIONS = { pause: 'pause', resume: 'resume', approve: 'resume', run: 'run', retry: 'retry' } as const
 const FILTERS = ['state', 'target', 'session', 'q'] as const
 
+/** The writes that make or reshape loops: refused while a fresh run works (unattended work may not
+ * schedule more of itself, contract §15). */
+export const LOOP_MAKING_OPS: readonly string[] = ['create', 'edit']
+
 export interface PanelRequest {
   readonly op: string
   readonly [key: string]: unknown
 }
 
-export async function panelCall(endpoint: Endpoint, payload: unknown, signal?: AbortSignal): Promise<Json> {
+/**
+ * One panel op. `freshRunAt` names a session dshloop made for a `new` run whose turn is running now
+ * (undefined: none): its commands may be the caller, so a loop-making op is refused meanwhile.
+ */
+export async function panelCall(
+  endpoint: Endpoint,
+  payload: unknown,
+  signal?: AbortSignal,
+  freshRunAt: () => string | undefined = () => undefined,
+): Promise<Json> {
   if (!isObject(payload) || typeof payload.op !== 'string') throw new DshloopError('bad-request', 'payload must be {op, …}')
   const options = signal === undefined ? { via: VIA } : { via: VIA, signal }
   const op = payload.op
+  const working = LOOP_MAKING_OPS.includes(op) ? freshRunAt() : undefined
+  if (working !== undefined) {
+    throw new DshloopError(
+      'forbidden',
+      `A fresh run (session ${working}) is working now, and DSH Web's channel cannot tell its commands from you: ` +
+        'no loop is made or edited here until it ends. Try again then, or use dshloop\'s own panel.',
+    )
+  }
   if (op === 'list') return callApi(endpoint, 'GET', `/api/loops?${listQuery(payload)}`, options)
   if (op === 'sessions') {
     return callApi(endpoint, 'POST', '/api/tools/list_sessions', { ...options, body: { limit: SESSIONS_LIMIT } })

@@ -141,3 +141,25 @@ test('a dshloop field names the form field its message shows on', () => {
   assert.equal(formFieldOf('prompt', form), 'prompt')
   assert.equal(formFieldOf('X-DSH-Session-Id', form), undefined)
 })
+
+test('while a fresh run works, DSH Web\'s channel makes and edits no loops: its bash may be the caller', async () => {
+  const { endpoint, seen } = recording(() => ok({ loop_id: 'loop_1', state: 'scheduled' }, 201))
+  const signal = new AbortController().signal
+  let working: string | undefined = 'loop-abc'
+  const deliveries = { agents: { get: () => undefined }, async restrict() {}, freshRunAt: () => working }
+  const create = { op: 'create', input: { prompt: 'p', schedule: { kind: 'every', every_seconds: 600 }, session_id: 'new' } }
+  const edit = { op: 'edit', loopId: 'loop_1', changes: { session_id: 'new' } }
+  for (const payload of [create, edit]) {
+    const answer = await handleRpc(endpoint, 'panel', payload, signal, deliveries)
+    const refused = (answer.value as { refused?: { code: string; message: string } }).refused
+    assert.equal(refused?.code, 'forbidden')
+    assert.match(refused!.message, /fresh run \(session loop-abc\) is working now/)
+  }
+  assert.equal(seen.length, 0) // nothing reached dshloop
+  // Reads and other actions go on; once the run's turn ends, so do creates.
+  assert.equal((await handleRpc(endpoint, 'panel', { op: 'pause', loopId: 'loop_1' }, signal, deliveries)).ok, true)
+  working = undefined
+  const made = await handleRpc(endpoint, 'panel', create, signal, deliveries)
+  assert.equal((made.value as { loop_id?: string }).loop_id, 'loop_1')
+  assert.deepEqual(seen.map(call => `${call.method} ${new URL(call.url).pathname}`), ['POST /api/loops/loop_1/pause', 'POST /api/loops'])
+})

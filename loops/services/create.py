@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.errors import (
+    Forbidden,
     IntervalTooShort,
     InvalidInput,
     QuotaExceeded,
@@ -83,10 +84,26 @@ def check_interval(*, schedule: schedules.Schedule, target: str, now: datetime) 
     )
 
 
-def needs_approval(*, target: str, actor: Actor) -> bool:
+def needs_approval(*, target: str, actor: Actor, vouched: bool = True) -> bool:
     """contract §14: with DSHLOOP_APPROVE_AGENT_NEW_LOOPS on, a `new` loop an agent makes (through
-    the tools) waits, paused, until an operator approves it by resuming it."""
-    return settings.DSHLOOP_APPROVE_AGENT_NEW_LOOPS and target == ReservedTarget.NEW and actor.kind == ActorKind.SESSION
+    the tools) waits, paused, until an operator approves it by resuming it. So does one made by a
+    caller no person is known to stand behind (`vouched` false: DSH Web's Loops panel, whose channel
+    any local process can call, an agent's bash included; loops.api.vouched)."""
+    agent_like = actor.kind == ActorKind.SESSION or not vouched
+    return settings.DSHLOOP_APPROVE_AGENT_NEW_LOOPS and target == ReservedTarget.NEW and agent_like
+
+
+def refuse_unvouched_approval(loop: Loop, *, vouched: bool, doing: str) -> None:
+    """An approval is a person's (contract §14): a loop awaiting it is not resumed (approved) or run
+    by a caller no person is known to stand behind, whatever DSHLOOP_APPROVE_AGENT_NEW_LOOPS says
+    now. Call it under the loop's row lock, so that it judges the state the change applies to."""
+    if vouched or loop.pause_reason != AWAITING_APPROVAL:
+        return
+    raise Forbidden(
+        f"{loop.loop_id} awaits a person's approval, and this client cannot show that a person is "
+        f"asking to {doing} it (any local process can call DSH Web's channel): approve it in dshloop's "
+        "own panel, signed in."
+    )
 
 
 def default_creator() -> str:
@@ -139,6 +156,7 @@ def loop_create(
     actor: Actor,
     v1_id: str | None = None,
     now: datetime | None = None,
+    vouched: bool = True,
 ) -> Loop:
     """The one place a loop is made (the tools, the panel and the v1 import call it).
 
@@ -170,7 +188,7 @@ def loop_create(
     if target == ReservedTarget.NEW:
         for field, value in unattended_defaults(creator=created_by).items():
             setattr(loop, field, value)
-    if needs_approval(target=target, actor=actor):
+    if needs_approval(target=target, actor=actor, vouched=vouched):
         loop.state, loop.next_at, loop.paused_at, loop.pause_reason = (
             LoopState.PAUSED,
             None,
@@ -187,10 +205,12 @@ def loop_create(
     return loop
 
 
-def loop_create_from(data: LoopCreateIn, *, target: str, created_by: str, actor: Actor, now: datetime) -> Loop:
+def loop_create_from(
+    data: LoopCreateIn, *, target: str, created_by: str, actor: Actor, now: datetime, vouched: bool = True
+) -> Loop:
     """A loop from the loop_create input (the tool's and the panel's, validated as LoopCreateIn):
     its schedule read at `now`, which is also its creation time. The caller decides the target
-    (the input's session_id, or the calling session) and the creator."""
+    (the input's session_id, or the calling session) and the creator; `vouched` as needs_approval."""
     return loop_create(
         prompt=data.prompt,
         schedule=data.to_schedule(host_tz=settings.TIME_ZONE, now=now),
@@ -199,4 +219,5 @@ def loop_create_from(data: LoopCreateIn, *, target: str, created_by: str, actor:
         created_by=created_by,
         created_at=now,
         actor=actor,
+        vouched=vouched,
     )

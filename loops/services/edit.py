@@ -14,11 +14,12 @@ from core.notify import notify_clocks
 from core.timeutil import from_ms, to_ms, truncate_to_ms
 from loops import schedules
 from loops.events import Actor, record_event
-from loops.models import EventKind, Loop, LoopState, Overlap, keep_revision_prompt
+from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopState, Overlap, keep_revision_prompt
 from loops.presenters import schedule_view
+from loops.schedule_gaps import shortest_gap
 from loops.schemas import LoopPatchIn
 from loops.selectors import loop_get
-from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count
+from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count, needs_approval
 from loops.services.ends import check_bounds, end_if_done
 from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
 from loops.services.unattended import (
@@ -34,7 +35,7 @@ BOUNDS = ("ends_at", "max_runs")  # contract §16
 EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS, *BOUNDS)
 
 
-def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None = None) -> Loop:
+def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None = None, vouched: bool = True) -> Loop:
     """Edit any of name, prompt, schedule (a schedules.Schedule), target and preset, validated as
     loop_create validates them. A new schedule or target recomputes next_at from now (the grid
     starts again there); a new prompt or name does not. Each edit that changes something
@@ -50,7 +51,11 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     contract §16: `ends_at` (an aware datetime) and `max_runs` set the loop's bounds (None clears
     one); a bound already passed is refused on its field (422). An edit that leaves the loop no
     occurrence before its end completes it at once (an `ended` event after the `edited` one), or,
-    with a run in flight, when that run is recorded."""
+    with a run in flight, when that run is recorded.
+
+    contract §14: an edit that widens a `new` loop (makes it `new`, or makes it fire more often) by a
+    caller whose new loops await approval (create.needs_approval: `vouched` false, DSH Web) leaves
+    it paused awaiting approval, as if that caller had created it so."""
     unknown = set(changes) - set(EDITABLE)
     assert not unknown, unknown
     # The host first, before the loop's row is locked: the scheduler's claim of this loop waits on
@@ -67,6 +72,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         refuse_completed(loop, doing="edit")
         check_bounds(loop, ends_at=changes.get("ends_at"), max_runs=changes.get("max_runs"), now=now)
         before = _editable(loop)
+        was_target, was_schedule = loop.session_id, loop.schedule
         # Read before the edit changes the loop it is read from, if the edit may start a new grid.
         waiting = unclaimed(loop, now=now) if {"schedule", "target"} & changes.keys() else None
         target = changes.get("target", loop.session_id)
@@ -106,14 +112,42 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
                 loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
             if loop.state in (LoopState.SCHEDULED, LoopState.RUNNING):
                 loop.next_at = schedules.first_occurrence(loop.timing, created_at=now, host_tz=settings.TIME_ZONE)
+        held = (
+            needs_approval(target=target, actor=actor, vouched=vouched)
+            and loop.pause_reason != AWAITING_APPROVAL
+            and _widens(loop, was_target=was_target, was_schedule=was_schedule, now=now)
+        )
+        if held:  # in this transaction: no claim can see it widened and not held
+            loop.state, loop.next_at, loop.paused_at, loop.pause_reason = (
+                LoopState.PAUSED,
+                None,
+                now,
+                AWAITING_APPROVAL,
+            )
         keep_revision_prompt(loop_id)  # the runs of the revision the loop leaves read it from here on
         loop.revision += 1
         loop.full_clean(validate_unique=False)
         loop.save()
         record_event(loop, EventKind.EDITED, actor, at=now, changes=edited)
+        if held:
+            record_event(loop, EventKind.PAUSED, actor, at=now)
         end_if_done(loop, actor=actor, now=now)
     transaction.on_commit(notify_clocks)
     return loop
+
+
+def _widens(loop: Loop, *, was_target: str, was_schedule: schedules.Schedule, now: datetime) -> bool:
+    """Whether an edit lets a `new` loop start fresh sessions it was not approved for: it became
+    `new`, or its shortest gap between runs shrank (a one-shot made recurring counts)."""
+    if loop.session_id != ReservedTarget.NEW:
+        return False
+    if was_target != ReservedTarget.NEW:
+        return True
+    after = shortest_gap(loop.schedule, now=now, host_tz=settings.TIME_ZONE)
+    if after is None:
+        return False
+    before = shortest_gap(was_schedule, now=now, host_tz=settings.TIME_ZONE)
+    return before is None or after < before
 
 
 def _given_new(fields: set[str]) -> str:
@@ -166,7 +200,9 @@ def _edit_unattended(loop: Loop, changes: dict, *, target: str, becoming_new: di
         loop.overlap = given["overlap"] or Overlap.ALLOW
 
 
-def loop_edit_from(loop_id: str, data: LoopPatchIn, *, actor: Actor, now: datetime | None = None) -> Loop:
+def loop_edit_from(
+    loop_id: str, data: LoopPatchIn, *, actor: Actor, now: datetime | None = None, vouched: bool = True
+) -> Loop:
     """loop_edit with the PATCH input (the operator API's and the panel's, validated as LoopPatchIn):
     the fields it was given; a null prompt, schedule or session_id counts as not given, a null
     name, preset, ends_at or max_runs clears it. A cron schedule is checked at `now` (default: the clock)."""
@@ -183,4 +219,4 @@ def loop_edit_from(loop_id: str, data: LoopPatchIn, *, actor: Actor, now: dateti
         changes["schedule"] = data.schedule.to_schedule(host_tz=settings.TIME_ZONE, now=checked_at)
     if data.session_id is not None:
         changes["target"] = data.session_id
-    return loop_edit(loop_id=loop_id, changes=changes, actor=actor, now=now)
+    return loop_edit(loop_id=loop_id, changes=changes, actor=actor, now=now, vouched=vouched)

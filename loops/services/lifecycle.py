@@ -26,6 +26,7 @@ from loops.models import (
 )
 from loops.queue import enqueue_deliveries
 from loops.runs import lease, manual_occurrence_key, new_run_id
+from loops.services.create import refuse_unvouched_approval
 from loops.services.ends import end_if_done
 from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
 from loops.services.unclaimed import DELETED, PAUSED, unclaimed
@@ -61,7 +62,7 @@ def loop_pause(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Lo
     return loop
 
 
-def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> Loop:
+def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None, vouched: bool = True) -> Loop:
     """Scheduled again from now: nothing that fell due while paused is delivered or counted as
     missed (the first occurrence strictly after now), except a one-shot whose time passed, which
     fires once. The resume of a loop awaiting approval is recorded as its approval. Idempotent.
@@ -72,6 +73,7 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
         now = effective_now(now)
         if loop.state != LoopState.PAUSED:
             return loop
+        refuse_unvouched_approval(loop, vouched=vouched, doing="approve")  # contract §14: a person's
         approved = loop.pause_reason == AWAITING_APPROVAL  # its first resume is a person's approval
         # One run in flight per loop: with a run still open, the clock waits for it to finish.
         loop.state = LoopState.RUNNING if has_open_run(loop_id) else LoopState.SCHEDULED
@@ -86,11 +88,12 @@ def loop_resume(*, loop_id: str, actor: Actor, now: datetime | None = None) -> L
     return loop
 
 
-def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None) -> LoopRun:
+def loop_run_now(*, loop_id: str, actor: Actor, now: datetime | None = None, vouched: bool = True) -> LoopRun:
     """One manual occurrence through the same delivery path, now; next_at is not moved. Refused
     while the loop has a run open (one run in flight per loop). Works on paused loops."""
     with transaction.atomic(durable=True):
         loop = locked_loop(loop_id)
+        refuse_unvouched_approval(loop, vouched=vouched, doing="run")  # a run would skip the approval
         if loop.state == LoopState.RUNNING or has_open_run(loop_id):
             raise RunInFlight(f"{loop_id} has a run in flight; run it again once that one has finished.")
         # After the check that the previous run has finished: this one is claimed after that.

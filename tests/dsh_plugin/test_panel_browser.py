@@ -20,7 +20,9 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from loops.models import AWAITING_APPROVAL, Loop, LoopRun, RunStatus
+from loops.events import Actor
+from loops.models import AWAITING_APPROVAL, ActorKind, Loop, LoopRun, RunStatus
+from loops.services.lifecycle import loop_resume
 from tests.conftest import create_loop, every
 from tests.processes import wait_for
 
@@ -157,11 +159,18 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         wait_for(lambda: row(driver, "global", agents["loop_id"]), timeout=15, message="the agent's loop in the panel")
         assert "every 10 minutes" in row_text(driver, "global", agents["loop_id"])
         assert f"{alpha_title} ({alpha})" in row_text(driver, "global", agents["loop_id"])
-        # An agent's `new` loop awaiting approval is approved here.
+        # An agent's `new` loop awaiting approval is not approved here: any local process can call
+        # DSH Web's channel, so the row says where a person approves it, and it still waits.
         assert "awaiting approval" in row_text(driver, "global", waiting.loop_id)
         press(driver, "global", waiting.loop_id, "approve")
+        wait_for(
+            lambda: "dshloop's own panel" in row_text(driver, "global", waiting.loop_id),
+            timeout=10,
+            message="the refusal in the row",
+        )
+        assert Loop.objects.get(loop_id=waiting.loop_id).pause_reason == AWAITING_APPROVAL
+        loop_resume(loop_id=waiting.loop_id, actor=Actor(ActorKind.USER, "admin"))  # dshloop's panel does it
         wait_for(lambda: api(dshloop, f"/api/loops/{waiting.loop_id}")[1]["state"] == "scheduled", timeout=10)
-        assert trail(dshloop, waiting.loop_id)[0] == ("approved", ACTOR)
         # The filters narrow the list (here: text in the prompt), and widen it again.
         text = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-panel="global"] [name="dshloop-filter-q"]')
         text.send_keys("agent MADE")
