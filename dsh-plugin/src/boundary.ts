@@ -26,12 +26,14 @@ export const FRESH_RUN_TOOLS: readonly string[] = [
   'loop_list', 'list_sessions', 'check_session_status',
 ]
 
-/** The tools that start a process outliving the call, and the argument that asks for it. */
-const BACKGROUND_SHELLS: readonly string[] = ['bash', 'pwsh']
+/** The shells, whose arguments can ask for a process that outlives the call, or for a wider
+ * sandbox (DSH asks a person to approve that, and an unwatched ask waits until dshloop cancels it). */
+const SHELLS: readonly string[] = ['bash', 'pwsh']
 
 /** The rules a refusal names (in the tool error and, through dshloop, on the run). */
 export const RULE_TOOLS = 'fresh-run-tools'
 export const RULE_FOREGROUND = 'fresh-run-foreground'
+export const RULE_SANDBOX = 'fresh-run-sandbox'
 
 /** The tools one fresh run may call: the built-in set and what the operator added. */
 export function allowedTools(extra: readonly string[] = []): ReadonlySet<string> {
@@ -58,10 +60,18 @@ export function refusal(name: string, args: unknown, allowed: ReadonlySet<string
       "DSHLOOP_FRESH_RUN_TOOLS). Do the work with the tools you have, and say in your answer what you could not do."
     )
   }
-  if (BACKGROUND_SHELLS.includes(name) && isObject(args) && args.run_in_background === true) {
+  if (!SHELLS.includes(name) || !isObject(args)) return undefined
+  if (args.run_in_background === true) {
     return (
       `dshloop refused ${name} (rule ${RULE_FOREGROUND}): run_in_background starts a process that outlives ` +
       'this unattended run, which nobody watches or stops. Run the command in the foreground, with a timeoutMs.'
+    )
+  }
+  if (typeof args.sandbox_permissions === 'string' && args.sandbox_permissions !== '') {
+    return (
+      `dshloop refused ${name} (rule ${RULE_SANDBOX}): a wider sandbox needs a person's approval, and nobody ` +
+      "watches this unattended run; it may do what its loop's permission_preset allows. Work within it, and " +
+      'say in your answer what needed more.'
     )
   }
   return undefined

@@ -32,6 +32,12 @@ test('a shell in the background is refused by its own rule; in the foreground it
   }
 })
 
+test('a shell asking for a wider sandbox is refused by its own rule: nobody could approve it', () => {
+  const escalate = { command: 'touch /etc/x', sandbox_permissions: 'danger-full-access', justification: 'needs it' }
+  assert.match(refusal('bash', escalate, DEFAULT) ?? '', /^dshloop refused bash \(rule fresh-run-sandbox\): /)
+  assert.equal(refusal('bash', { command: 'ls', sandbox_permissions: '' }, DEFAULT), undefined)
+})
+
 test('the operator widens the set; what a delivery sends that is not a name widens nothing', () => {
   const widened = allowedTools(extraToolsOf(['thirdparty_echo', 'loop_create', 3, '', null]))
   assert.equal(refusal('thirdparty_echo', {}, widened), undefined)

@@ -96,6 +96,17 @@ def test_a_fresh_run_may_use_only_the_fresh_run_tools_and_its_run_records_each_r
         result = agent_calls(plugin_dsh, fresh, tool, arguments)
         assert result.is_error, (tool, result.text)
         assert result.text.startswith(f"Error: dshloop refused {tool} (rule {rule}): "), result.text
+    # A command asking for a wider sandbox: refused at once, where DSH would wait for an approval.
+    escalate = {
+        "command": "touch /etc/dshloop-was-here",
+        "description": "Write outside",
+        "sandbox_permissions": "danger-full-access",
+        "justification": "it needs to",
+    }
+    result = agent_calls(plugin_dsh, fresh, "bash", escalate)
+    assert result.is_error and result.text.startswith("Error: dshloop refused bash (rule fresh-run-sandbox): "), (
+        result.text
+    )
 
     # The coding tools work: a file read, a command in the foreground.
     read = agent_calls(plugin_dsh, fresh, "read", {"file_path": str(workspace / "notes.txt")})
