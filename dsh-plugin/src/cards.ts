@@ -3,7 +3,9 @@
  * name and schedule in dshloop's own words, its state and last error, and how each of its runs
  * went. `POST /dshloop/cards {loopIds}` from DSH Web; the host half asks dshloop with its token
  * (the browser holds none): per loop, its detail (`GET /api/loops/<id>`, scope `manage`) and its
- * newest runs (`GET /api/loops/<id>/runs`, scope `tools`): two index reads per loop on view.
+ * newest runs (`GET /api/loops/<id>/runs`, scope `tools`): two index reads per loop on view. A loop
+ * deleted since has no detail (404 unknown_loop) but keeps its runs (spec §4): its card shows how
+ * the run went, marked as a deleted loop's, and its title stays the message's summary.
  */
 
 import { DshloopError, type Endpoint, getJson, type Json } from './dshloop.ts'
@@ -60,22 +62,12 @@ export async function loopCard(endpoint: Endpoint, loopId: string, signal?: Abor
   try {
     detail = await getJson(endpoint, path, signal) as { [key: string]: Json }
   } catch (error) {
-    if (error instanceof DshloopError && error.code === 'unknown_loop') return { loop_id: loopId, deleted: true, panelUrl, runs: {} }
+    if (error instanceof DshloopError && error.code === 'unknown_loop') {
+      return { loop_id: loopId, deleted: true, panelUrl, runs: await cardRuns(endpoint, path, signal) }
+    }
     throw error
   }
-  // Runs outlive their loop; a failure to read them leaves the card without outcomes, not blank.
-  const listed = await getJson(endpoint, `${path}/runs?limit=${CARD_RUNS}`, signal).catch(() => ({ runs: [] }))
-  const runs: Record<string, CardRun> = {}
-  for (const run of (listed as { runs?: Json }).runs as Json[] ?? []) {
-    const item = run as { [key: string]: Json }
-    if (typeof item.run_id !== 'string') continue
-    const outcome = text(item.outcome), error = text(item.error)
-    runs[item.run_id] = {
-      status: String(item.status ?? ''),
-      ...(outcome === undefined ? {} : { outcome }),
-      ...(error === undefined ? {} : { error }),
-    }
-  }
+  const runs = await cardRuns(endpoint, path, signal)
   const optional = (name: string) => (text(detail[name]) === undefined ? {} : { [name]: text(detail[name]) })
   return {
     loop_id: loopId,
@@ -90,6 +82,24 @@ export async function loopCard(endpoint: Endpoint, loopId: string, signal?: Abor
     panelUrl,
     runs,
   }
+}
+
+/** The loop's newest runs by run ID. Runs outlive their loop (a deleted loop's answer too); a failure
+ * to read them leaves the card without outcomes, not blank. */
+async function cardRuns(endpoint: Endpoint, path: string, signal?: AbortSignal): Promise<Record<string, CardRun>> {
+  const listed = await getJson(endpoint, `${path}/runs?limit=${CARD_RUNS}`, signal).catch(() => ({ runs: [] }))
+  const runs: Record<string, CardRun> = {}
+  for (const run of (listed as { runs?: Json }).runs as Json[] ?? []) {
+    const item = run as { [key: string]: Json }
+    if (typeof item.run_id !== 'string') continue
+    const outcome = text(item.outcome), error = text(item.error)
+    runs[item.run_id] = {
+      status: String(item.status ?? ''),
+      ...(outcome === undefined ? {} : { outcome }),
+      ...(error === undefined ? {} : { error }),
+    }
+  }
+  return runs
 }
 
 export async function loopCards(endpoint: Endpoint, payload: unknown, signal?: AbortSignal): Promise<Record<string, CardLoop>> {

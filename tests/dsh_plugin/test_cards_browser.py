@@ -146,6 +146,51 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
     driver.set_window_size(1280, 800)
 
 
+def test_a_deleted_loops_card_keeps_its_outcome_and_its_runs_stay_in_dsh_web(plugin_dsh, conversation, driver):
+    """spec §4: deleting a loop does not erase its runs. Its card still says how its run went, marked
+    "loop deleted"; "Open loop" shows the deleted loop's runs; the conversation's Loops tab still lists
+    the run as delivered here, named as the loop was and marked as a deleted loop's."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from loops.events import Actor
+    from loops.services import lifecycle
+
+    loop = create_loop(after(1), target=conversation, created_by=conversation, prompt="Check the logs once")
+    Loop.objects.filter(loop_id=loop.loop_id).update(name="log-check")
+    [run] = wait_for(lambda: finished(loop.loop_id, "succeeded"), timeout=40, message="a delivered run's outcome")
+    lifecycle.loop_delete(loop_id=loop.loop_id, actor=Actor.session(conversation))
+
+    driver.set_window_size(1280, 800)
+    open_dsh_web(driver, plugin_dsh, "Card work")
+    text = wait_for(
+        lambda: "succeeded" in cards(driver).get(run.run_id, "") and cards(driver)[run.run_id],
+        timeout=45,
+        message="the deleted loop's card with its run's outcome",
+    )
+    assert "loop deleted" in text and "log-check" in text, text
+    driver.find_element(
+        By.CSS_SELECTOR, f'[data-dshloop-card="{run.run_id}"] [data-dshloop-action="open-loop"]'
+    ).click()
+    deleted = f'[data-dshloop-panel="global"] [data-dshloop-loop-deleted="{loop.loop_id}"]'
+    [block] = wait_for(
+        lambda: (
+            driver.find_elements(By.CSS_SELECTOR, f'{deleted} [data-dshloop-run="{run.run_id}"]')
+            and driver.find_elements(By.CSS_SELECTOR, deleted)
+        ),
+        timeout=15,
+        message="the deleted loop's runs in the panel",
+    )
+    assert "deleted" in block.text and "succeeded" in block.text, block.text
+    driver.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.ESCAPE)
+    wait_for(lambda: not driver.find_elements(By.CSS_SELECTOR, "[data-dshloop-overlay]"), timeout=5, message="closed")
+    # The conversation's Loops tab (its composer status opens it): the run, delivered here.
+    driver.find_element(By.CSS_SELECTOR, f'[data-dshloop-status="{conversation}"]').click()
+    here = f'[data-dshloop-delivered="{conversation}"] [data-dshloop-run="{run.run_id}"]'
+    [row] = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, here), timeout=15, message="the run delivered here")
+    assert "log-check" in row.text and "loop deleted" in row.text and "succeeded" in row.text, row.text
+
+
 @pytest.mark.parametrize("fault", ["apply", "card"])
 def test_a_fault_in_the_plugins_web_half_leaves_dsh_web_usable(plugin_dsh, conversation, driver, fault):
     from selenium.webdriver.common.by import By

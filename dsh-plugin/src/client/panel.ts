@@ -74,6 +74,9 @@ interface RunRow {
   readonly error?: string
   readonly manual?: boolean
   readonly target_session_id?: string
+  /** `delivered` only (GET /api/runs): the run's loop was deleted since (its runs stay), and its name. */
+  readonly loop_deleted?: boolean
+  readonly loop_name?: string
 }
 
 interface EventRow {
@@ -246,6 +249,9 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
     }
   }
 
+  // A loop opened (a card's "Open loop") that was deleted since: no row, but its runs and trail stay.
+  const deletedOpen = openId !== undefined && history?.loopId === openId && history.events[0]?.kind === 'deleted' &&
+    list !== undefined && !list.loops.some(loop => loop.loop_id === openId)
   const titles: Record<string, string> = {}
   for (const loop of list?.loops ?? []) {
     const title = list?.titles[loop.session_id] ?? deps.titleOf(loop.session_id)
@@ -276,7 +282,7 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
     list === undefined
       ? h('div', { style: MUTED }, listError ? '' : 'Loading…')
       : list.loops.length === 0
-        ? h('div', { 'data-dshloop-empty': 'true', style: { ...MUTED, padding: '12px 0' } }, 'no loops')
+        ? deletedOpen ? null : h('div', { 'data-dshloop-empty': 'true', style: { ...MUTED, padding: '12px 0' } }, 'no loops')
         : h('div', null, ...list.loops.map(loop => h(LoopRow, {
           key: loop.loop_id,
           loop,
@@ -290,10 +296,30 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
           onToggle: () => setOpenId(openId === loop.loop_id ? undefined : loop.loop_id),
           onAction: (action: string) => void act(loop, action),
         }))),
+    deletedOpen && history !== undefined
+      ? h(DeletedLoop, { history, name: delivered?.find(run => run.loop_id === history.loopId)?.loop_name, now, openSession: deps.openSession })
+      : null,
     list?.more ? h('div', { style: MUTED }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
     current !== undefined && delivered !== undefined
       ? h(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now })
       : null)
+}
+
+/** A deleted loop opened from one of its cards: what is left of it, its runs and its trail (spec §4). */
+function DeletedLoop({ history, name, now, openSession }: {
+  history: { readonly loopId: string; readonly runs: readonly RunRow[]; readonly events: readonly EventRow[] }
+  name: string | undefined
+  now: number
+  openSession: RowProps['openSession']
+}): ReactElement {
+  const deleted = history.events[0]
+  return h('div', { 'data-dshloop-loop-deleted': history.loopId, style: CARD },
+    h('div', { style: ROW },
+      h('strong', null, name ?? history.loopId),
+      h('span', { 'data-dshloop-field': 'state', style: MARKED }, 'deleted')),
+    h('div', { style: { ...SMALL, ...MUTED } },
+      `Deleted${deleted ? ` ${ago(deleted.at, now)}` : ''}: it no longer runs; its runs and trail stay.`),
+    h(History, { history, now, openSession }))
 }
 
 /** The runs delivered into this conversation, newest first, each with the loop it came from. */
@@ -306,7 +332,8 @@ function Delivered({ sessionId, runs, loops, now }: { sessionId: string; runs: r
       const words = runWords(run)
       return h('div', { key: run.run_id, 'data-dshloop-run': run.run_id, style: { ...ROW, ...SMALL } },
         h('span', null, ago(run.scheduled_at, now)),
-        h('span', { style: MUTED }, prompts.get(run.loop_id) ?? run.loop_id),
+        h('span', { style: MUTED }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
+        run.loop_deleted ? h('span', { 'data-dshloop-loop-deleted': run.loop_id, style: MUTED }, 'loop deleted') : null,
         run.manual ? h('span', { style: MUTED }, 'run now') : null,
         h('span', { style: words?.failed ? { color: '#d92d20' } : undefined }, words?.text ?? run.status))
     }))
