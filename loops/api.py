@@ -184,8 +184,9 @@ def loop_patch(request, loop_id: str, payload: LoopPatchIn):
     session_id is scheduled again from now; a new prompt or name alone leaves it failed, and
     POST …/retry fires it with them.
 
-    A `new` loop widened (made `new`, or made to fire more often) with the DSH plugin's token awaits
-    approval again, as when created so (vouched)."""
+    A `new` loop widened with the DSH plugin's token (made `new`; its prompt, preset, workspace or
+    permission preset changed; made to fire more often or for longer) awaits approval again, as when
+    created so (vouched)."""
     return detail(edit.loop_edit_from(loop_id, payload, actor=token_actor(request), vouched=vouched(request)))
 
 

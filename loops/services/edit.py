@@ -53,9 +53,10 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     occurrence before its end completes it at once (an `ended` event after the `edited` one), or,
     with a run in flight, when that run is recorded.
 
-    contract §14: an edit that widens a `new` loop (makes it `new`, or makes it fire more often) by a
-    caller whose new loops await approval (create.needs_approval: `vouched` false, DSH Web) leaves
-    it paused awaiting approval, as if that caller had created it so."""
+    contract §14: an edit that widens a `new` loop (_widens: makes it `new`, changes what its runs do,
+    or lets them come more often or for longer) by a caller whose new loops await approval
+    (create.needs_approval: `vouched` false, DSH Web) leaves it paused awaiting approval, as if that
+    caller had created it so."""
     unknown = set(changes) - set(EDITABLE)
     assert not unknown, unknown
     # The host first, before the loop's row is locked: the scheduler's claim of this loop waits on
@@ -115,7 +116,7 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
         held = (
             needs_approval(target=target, actor=actor, vouched=vouched)
             and loop.pause_reason != AWAITING_APPROVAL
-            and _widens(loop, was_target=was_target, was_schedule=was_schedule, now=now)
+            and _widens(loop, edited, was_target=was_target, was_schedule=was_schedule, now=now)
         )
         if held:  # in this transaction: no claim can see it widened and not held
             loop.state, loop.next_at, loop.paused_at, loop.pause_reason = (
@@ -136,13 +137,26 @@ def loop_edit(*, loop_id: str, changes: dict, actor: Actor, now: datetime | None
     return loop
 
 
-def _widens(loop: Loop, *, was_target: str, was_schedule: schedules.Schedule, now: datetime) -> bool:
-    """Whether an edit lets a `new` loop start fresh sessions it was not approved for: it became
-    `new`, or its shortest gap between runs shrank (a one-shot made recurring counts)."""
+# What a `new` loop's fresh runs do: an approval was given for these as they were.
+_APPROVED_WORK = {"prompt", "preset", "workspace", "permission_preset"}
+
+
+def _widens(loop: Loop, edited: dict, *, was_target: str, was_schedule: schedules.Schedule, now: datetime) -> bool:
+    """Whether an edit (`edited`: {field: [old, new]}) lets a `new` loop run fresh sessions it was
+    not approved for: it became `new`; what its runs do changed (prompt, preset, workspace,
+    permission preset); or they may come more often, or more of them: a shorter gap (a one-shot
+    made recurring counts), overlap made `allow`, a later or no end (ends_at, max_runs)."""
     if loop.session_id != ReservedTarget.NEW:
         return False
-    if was_target != ReservedTarget.NEW:
+    if was_target != ReservedTarget.NEW or _APPROVED_WORK & edited.keys():
         return True
+    if edited.get("overlap", [None, None])[1] == Overlap.ALLOW:
+        return True
+    for bound in BOUNDS:
+        if bound in edited:
+            old, new = edited[bound]
+            if old is not None and (new is None or new > old):
+                return True
     after = shortest_gap(loop.schedule, now=now, host_tz=settings.TIME_ZONE)
     if after is None:
         return False

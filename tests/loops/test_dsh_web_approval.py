@@ -129,3 +129,28 @@ def test_an_operator_may_take_dsh_web_as_a_persons(dsh_web, approval_on, setting
     loop_id = create(dsh_web)["loop_id"]
     settings.DSHLOOP_TRUST_DSH_WEB = True
     assert dsh_web.post(f"/api/loops/{loop_id}/resume").json()["state"] == "scheduled"
+
+
+@pytest.mark.parametrize(
+    ("change", "held_after"),
+    [
+        ({"prompt": "Delete the old branches"}, True),
+        ({"permission_preset": "workspace-write"}, True),
+        ({"overlap": "allow"}, True),
+        ({"max_runs": None}, True),
+        ({"max_runs": 3}, False),
+        ({"name": "Triage"}, False),
+    ],
+)
+def test_what_an_approval_covered_is_widened_by_any_change_to_what_runs_or_how_much(
+    dsh_web, manage_api, approval_on, change, held_after
+):
+    loop_id = create(manage_api)["loop_id"]
+    start = {"overlap": "skip", "max_runs": 5}
+    bounded = manage_api.client.patch(
+        f"/api/loops/{loop_id}", data=json.dumps(start), content_type="application/json", headers=manage_api.headers()
+    )
+    assert bounded.status_code == 200, bounded.content
+    response = dsh_web.patch(f"/api/loops/{loop_id}", change)
+    assert response.status_code == 200, response.content
+    assert held(loop_id) is held_after
