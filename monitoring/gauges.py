@@ -3,7 +3,7 @@ backlog, the open runs, the fresh agents running, the loops set aside for an unr
 the loops by state and the schedulers, in one statement.
 
 One statement is one snapshot, so the states add up, and one round trip. The due backlog reads
-`loop_due_idx`, the open and retrying runs `run_open_idx`, the fresh agents running
+`loop_due_idx`, the open and retrying runs (and those waiting for a host that gives no answer) `run_open_idx`, the fresh agents running
 `run_fresh_idx`, the runs failed lately `run_failed_idx`, the set-aside loops
 `loop_unreadable_idx`, never the rest of the run history. The loops by state are
 one pass over the loop table (no index holds every state, and one that did would cost every

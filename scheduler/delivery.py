@@ -18,9 +18,11 @@ transaction, so its runs are leased first (`lease_until`) and recorded only whil
 still theirs; the inbox's occurrence-key idempotency absorbs a re-drive.
 
 `attempt` counts the times a run was handed to a driver: the claim (or run now) hands it out
-once, and each re-enqueue by the clock's recovery once more (scheduler.claims.recover_runs). So a
-run whose driver keeps dying before it records anything still runs out of attempts and is given
-up, although the embedded host's crashed attempts leave no write behind.
+once, and each re-enqueue by the clock's recovery once more (scheduler.claims.recover_runs). So on
+the embedded host a run whose driver keeps dying before it records anything still runs out of
+attempts and is given up, although its crashed attempts leave no write behind (and no message). A
+remote host's run past its attempts is asked of the host instead (scheduler.prepare): a lease that
+ran out may hide a message that was sent.
 """
 
 from __future__ import annotations
