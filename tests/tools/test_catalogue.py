@@ -161,6 +161,7 @@ def test_openapi_document_is_served_with_every_operation(tools_token):
         "/api/host/sessions/{session_id}/inbox",
         "/api/host/presets/{name}",
         "/api/host/runs/{run_id}/outcome",
+        "/api/dsh/deliveries/{key}",
         "/api/health",
     }
     assert set(paths["/api/host/sessions/{session_id}"]) == {"get", "put"}
