@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
 
 from scheduler.message import Source
 from scheduler.rows import DeliveryLoop, RunRow
-from sessions_app.hosts.base import NO_PLACEMENT, Host, Placement
+from sessions_app.hosts.base import NO_PLACEMENT, Host, Placement, SessionModels
 from sessions_app.models import ReservedTarget
 from sessions_app.records import SessionInfo
 
@@ -88,6 +88,9 @@ def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: Source) ->
         if preset is None or not preset.mountable:
             raise PermanentFailure(f"Preset {loop.preset!r} is gone or no longer mountable; recreate the loop.")
     origin = host.get_session(loop.created_by_session_id) if loop.created_by_session_id else None
+    if origin is not None and host.capabilities.session_models:
+        # The host's session records leave the model out (DSH): it is asked for this one session.
+        origin = replace(origin, model=cast(SessionModels, host).session_model(origin.session_id))
     fallbacks = []
     if loop.preset:
         preset_name = loop.preset

@@ -85,6 +85,10 @@ class Capabilities:
     # it has none (it implements GlobalSessionMaker): the embedded host, whose sessions are dshloop's,
     # and DSH, which has no global interface of its own. An HTTP host owns its sessions and names its own.
     makes_global_session: bool = False
+    # The host keeps a session's model apart from its session records (SessionInfo.model is empty)
+    # and tells it for one session on request (it implements SessionModels): DSH, whose session list
+    # has no model. A `new` run asks it for its source session's model (spec §2.1).
+    session_models: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,16 @@ class Workspaces(Protocol):
 
     def cancel_turn(self, session_id: str) -> None:
         """Cancel the session's running turn (nothing if it has none). Raises HostError."""
+        ...
+
+
+class SessionModels(Protocol):
+    """The optional capability Capabilities.session_models declares."""
+
+    def session_model(self, session_id: str) -> str:
+        """The model the host runs the session on, as create_session takes it; "" when the session
+        has none of its own (it follows the host's default) or the host does not know it. Asked
+        without waking a cold session. Raises HostError when the host cannot be asked."""
         ...
 
 

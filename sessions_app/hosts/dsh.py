@@ -13,7 +13,10 @@ What maps to what:
   directory (else DSHLOOP_DSH_CWD's), the session ID derived from the occurrence key, so that a
   retried occurrence adopts the session it made (DSH merges a create of an existing ID into that
   session); then `/permission <preset>` through `commands/execute`, before any prompt (contract §14,
-  docs/dsh-unattended.md §2).
+  docs/dsh-unattended.md §2); then the source session's model with `session.selectModel`, DSH's
+  default model kept as it was (dsh_models).
+- a session's model (SessionModels) <- not in `session.list`: a live session's `session.models`,
+  a cold one's newest `request/header` in `session.history` (dsh_models).
 - a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
   whether a directory can be one <- `host.listDirectory {path}` (`directory-unreadable` if not);
   cancelling a turn <- `session.cancel`.
@@ -28,8 +31,6 @@ What maps to what:
 - turn outcomes <- `session.history`: the first `turn/end` after the occurrence's
   `user/message` (a steered message ends with the turn it joined, a queued one with the later turn
   it started), its `reason.kind` mapped by `turn_end_of` (kinds: DSH's TurnEndReasonMap).
-DSH does not expose a session's model in `session.list`, so the model a `new` session inherits is
-DSH's own default (recorded as the profile default by the caller when it has none).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from .base import (
     TurnEnd,
     deliver_each,
 )
+from .dsh_models import read_session_model, select_model, selection_of
 from .dsh_turns import carries, stall_of, turn_end_of
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
@@ -95,7 +97,12 @@ GLOBAL_SESSION_TITLE = "dshloop: global interface"
 class DshHost:
     label = "DSH"
     capabilities = Capabilities(
-        delivery_batch=1, transactional=False, turn_outcomes=True, workspaces=True, makes_global_session=True
+        delivery_batch=1,
+        transactional=False,
+        turn_outcomes=True,
+        workspaces=True,
+        makes_global_session=True,
+        session_models=True,
     )
 
     def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
@@ -246,7 +253,14 @@ class DshHost:
             # Before the first prompt: no turn may run under DSH's default preset. Applying it again
             # (a retried occurrence adopting its session) changes nothing.
             self._set_permission_preset(session_id, placement.permission_preset)
+        if selection := selection_of(model):  # else the profile default: DSH's own default model
+            # Before the first prompt too: the first request logs the model, and DSH keeps it from then on.
+            select_model(self.wire, session_id, selection)
         return session_id
+
+    def session_model(self, session_id: str) -> str:
+        """(base.SessionModels) The model DSH runs the session on (dsh_models)."""
+        return read_session_model(self.wire, session_id, attached=self._attached(session_id))
 
     def _set_permission_preset(self, session_id: str, preset: str) -> None:
         """`/permission <preset>` for one session: DSH has no session.create field for it, and its
