@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from html import escape as _escape_markup
 from typing import Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from core.timeutil import to_ms
 
@@ -41,6 +42,28 @@ def message_summary(*, name: str, prompt: str) -> str:
     # Only the head of a long prompt is looked at: a summary is computed for every occurrence.
     text = " ".join((name or prompt[: SUMMARY_LIMIT * 4]).split())
     return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 1].rstrip() + "…"
+
+
+# A fresh session's title: the loop's words kept short enough for a sidebar row beside the time.
+TITLE_HEAD = 40
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def fresh_session_title(*, name: str, prompt: str, scheduled_at: datetime, tz: str) -> str:
+    """What the session made for one occurrence of a `new` loop is called where a person picks it
+    (DSH Web's sidebar, the panels' session pickers): which loop (its name, else its prompt's first
+    words) and which occurrence (its scheduled time, in the loop's zone; a loop without one runs
+    in UTC, said so): "Nightly triage · 7 Dec 09:30". Months in English whatever the locale."""
+    head = message_summary(name=name, prompt=prompt)
+    if len(head) > TITLE_HEAD:
+        head = head[: TITLE_HEAD - 1].rstrip() + "…"
+    try:
+        zone = ZoneInfo(tz) if tz else None
+    except (ZoneInfoNotFoundError, ValueError):  # validated when the loop was made; gone since
+        zone = None
+    local = scheduled_at.astimezone(zone or UTC)
+    when = f"{local.day} {_MONTHS[local.month - 1]} {local:%H:%M}" + ("" if zone else " UTC")
+    return f"{head} · {when}" if head else when
 
 
 # The `source` a delivery hands its host with the message (contract §5): what sent it.

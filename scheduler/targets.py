@@ -9,7 +9,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import transaction
 
-from scheduler.message import Source
+from scheduler.message import Source, fresh_session_title
 from scheduler.rows import DeliveryLoop, RunRow
 from sessions_app.hosts.base import NO_PLACEMENT, Host, Placement, SessionModels
 from sessions_app.models import ReservedTarget
@@ -113,7 +113,8 @@ def _new_session(host: Host, loop: DeliveryLoop, run: RunRow, source: Source) ->
         else:
             why = "source has none"
         fallback = f"profile default {' and '.join(fallbacks)} ({why})"
-    placement = Placement(loop.workspace, loop.permission_preset)
+    title = fresh_session_title(name=loop.name, prompt=loop.prompt, scheduled_at=run.scheduled_at, tz=loop.tz)
+    placement = Placement(loop.workspace, loop.permission_preset, title)
     session_id = host.create_session(
         preset=preset_name, model=model, first_prompt=loop.prompt, source=source, placement=placement
     )

@@ -94,10 +94,12 @@ class Capabilities:
 @dataclass(frozen=True)
 class Placement:
     """Where a fresh session starts and under which permission preset (contract §14): a `new`
-    loop's; empty: the host's defaults."""
+    loop's; empty: the host's defaults. And the title a host that names sessions gives it, so that
+    a person can tell which loop and occurrence it ran (scheduler.message.fresh_session_title)."""
 
     workspace: str = ""
     permission_preset: str = ""
+    title: str = ""
 
 
 NO_PLACEMENT = Placement()

@@ -92,6 +92,18 @@ def new_session_id(occurrence_key: str) -> str:
 
 # How a person finds the global interface session in DSH Web (ensure_global_session).
 GLOBAL_SESSION_TITLE = "dshloop: global interface"
+# The global interface session's first turn. DSH Web opens, as a person's new chat, a session of the
+# workspace in which no turn has run yet (`blank` in session.list; DSH's `sessionBlank`, and the
+# client's `connectWorkspace` reuses such a session rather than make one), and lists a blank session
+# only as "New Session": an empty global session would take the person's first conversation, and
+# every `self` loop after it. A first turn makes it a conversation like any other, shown by its
+# title. Its message is sent once: a retry looks for this key in the session's log first.
+GLOBAL_SESSION_INTRO_KEY = "dshloop-global-interface-intro"
+GLOBAL_SESSION_INTRO = (
+    "This conversation is dshloop's global interface. Loops whose target is `self`, and loops made in "
+    "dshloop's panel or in DSH Web's Loops panel, are delivered here. Nothing to do now: answer in one short line."
+)
+INTRO_SECONDS = 30.0  # for its turn to start (about a second), then to end (one short answer)
 
 
 class DshHost:
@@ -195,16 +207,56 @@ class DshHost:
 
     def ensure_global_session(self) -> str:
         """(base.GlobalSessionMaker) The configured global interface session, made in DSH when it is
-        missing and titled so that a person finds it in DSH Web (once it has a message). DSH has no
-        global interface of its own (contract §11): this one session plays it for `self`."""
-        if not self.global_session_id or self._find(self.global_session_id) is not None:
+        missing, titled so that a person finds it in DSH Web, and given its first turn so that DSH
+        Web never takes it for a new chat (GLOBAL_SESSION_INTRO_KEY). DSH has no global interface of
+        its own (contract §11): this one session plays it for `self`. One found with no turn yet (an
+        earlier dshloop made it) gets its first turn now."""
+        if not self.global_session_id:
             return ""
-        self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement(self.cwd)})
-        self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": GLOBAL_SESSION_TITLE})
+        item = self._find(self.global_session_id)
+        if item is not None and not item.get("blank"):
+            return ""
+        if item is None:
+            self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement(self.cwd)})
+            # A title the user sets (source `user`) is pinned: the first prompt's automatic one never replaces it.
+            self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": GLOBAL_SESSION_TITLE})
+        self._first_turn(self.global_session_id)
+        if item is None:
+            return (
+                f'Global interface session created in DSH: {self.global_session_id} ("{GLOBAL_SESSION_TITLE}", '
+                'the target "self")'
+            )
         return (
-            f'Global interface session created in DSH: {self.global_session_id} ("{GLOBAL_SESSION_TITLE}", '
-            'the target "self")'
+            f"Global interface session {self.global_session_id} had no turn yet, and DSH Web would open it "
+            "as a new chat: it has had its first"
         )
+
+    def _first_turn(self, session_id: str) -> None:
+        """Send the global session its introduction (once) and wait until its turn has started, so
+        that DSH no longer counts it blank; then, a while, until the turn has ended, so that the
+        first `self` delivery starts a turn of its own."""
+        where, _ = self._find_occurrence(session_id, {"occurrence_key": GLOBAL_SESSION_INTRO_KEY, "scheduled_at": 0})
+        if where == "absent":
+            prompt = {
+                "sessionId": session_id,
+                "mode": "queue",
+                "content": [{"type": "text", "text": GLOBAL_SESSION_INTRO}],
+            }
+            self.wire.call("session.prompt", prompt, rpc_id=GLOBAL_SESSION_INTRO_KEY)
+        deadline = time.monotonic() + INTRO_SECONDS
+        while True:
+            item = self._find(session_id) or {}
+            if not item.get("blank", True) and not item.get("running"):
+                return
+            if time.monotonic() > deadline:
+                if item.get("blank", True):
+                    raise DshError(
+                        f"DSH has not started the first turn of {session_id} after {INTRO_SECONDS:g} s; "
+                        "the next bootstrap tries again.",
+                        transient=True,
+                    )
+                return  # started, still answering: no longer blank, which is what counts
+            time.sleep(CONFIRM_POLL)
 
     def _placement(self, directory: str) -> dict:
         """Where a session dshloop makes goes: the workspace of `directory` (found or made), since
@@ -253,6 +305,10 @@ class DshHost:
             # Before the first prompt: no turn may run under DSH's default preset. Applying it again
             # (a retried occurrence adopting its session) changes nothing.
             self._set_permission_preset(session_id, placement.permission_preset)
+        if placement.title:
+            # A plugin's delivery gives DSH no first prompt to title it by, so DSH Web would name it
+            # after its workspace. A title set this way is pinned (source `user`): nothing replaces it.
+            self.wire.call("session.rename", {"sessionId": session_id, "title": placement.title})
         if selection := selection_of(model):  # else the profile default: DSH's own default model
             # Before the first prompt too: the first request logs the model, and DSH keeps it from then on.
             select_model(self.wire, session_id, selection)

@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from loops.models import LoopRun
-from scheduler.message import loop_message, run_source
+from scheduler.message import fresh_session_title, loop_message, run_source
 
 
 def test_message_has_exactly_the_spec_shape():
@@ -124,3 +124,20 @@ def test_prompt_round_trips_through_an_xml_parser(prompt):
     assert root.tag == "loop"
     assert root.findtext("loop_id") == "loop_abc123"
     assert root.findtext("prompt") == prompt
+
+
+def test_a_fresh_sessions_title_names_the_loop_and_the_occurrence_in_the_loops_zone():
+    at = datetime(2026, 12, 7, 8, 30, tzinfo=UTC)
+    assert fresh_session_title(name="Nightly triage", prompt="x", scheduled_at=at, tz="Europe/Paris") == (
+        "Nightly triage · 7 Dec 09:30"
+    )
+    # No zone: UTC, said so. No name: the prompt's first words, on one line.
+    assert fresh_session_title(name="", prompt="Check the\n deploy", scheduled_at=at, tz="") == (
+        "Check the deploy · 7 Dec 08:30 UTC"
+    )
+    long = fresh_session_title(name="", prompt="word " * 40, scheduled_at=at, tz="")
+    assert long.startswith("word word") and long.endswith("… · 7 Dec 08:30 UTC")
+    assert len(long.split(" · ")[0]) == 40
+    # A summer time in the zone (DST), not its winter offset.
+    summer = datetime(2026, 7, 1, 7, 5, tzinfo=UTC)
+    assert fresh_session_title(name="n", prompt="", scheduled_at=summer, tz="Europe/Paris") == "n · 1 Jul 09:05"
