@@ -347,6 +347,11 @@ DSHLOOP_TRUST_DSH_WEB = env_bool("DSHLOOP_TRUST_DSH_WEB", False)
 # tools refuse it with 403 forbidden, and GET /api/tools leaves them out for it). Off by default:
 # an unattended run must not schedule more unattended work, as dsh-automation refuses recursion.
 DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS = env_bool("DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS", False)
+# Whether the session of a `new` run whose turn has ended is archived in a host that archives
+# (DSH: out of DSH Web's session list, its log kept, the run still naming it), as dsh-automation's
+# archiveRunSessions. Off by default: DSH 0.1.0-rc.8 cannot unarchive, and DSH Web will not open an
+# archived session, so a run's "Open session" would lead nowhere.
+DSHLOOP_ARCHIVE_FRESH_RUNS = env_bool("DSHLOOP_ARCHIVE_FRESH_RUNS", False)
 # Contract §14: the tools (by name) a session dshloop made for a `new` run may call beyond the plugin's
 # small built-in set (dsh-plugin/src/boundary.ts, docs/dsh.md): nobody watches such a run, so nested
 # agents, background jobs, questions and other plugins' tools are refused unless named here. Sent

@@ -28,7 +28,7 @@ from loops.models import LoopRun, RunStatus
 from loops.runs import run_timeout
 from scheduler.outcomes import end_turn, note_no_outcome, record_outcome
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import Host, HostError, RunRef, TurnOutcomes, Workspaces
+from sessions_app.hosts.base import Host, HostError, RunRef, SessionArchive, TurnOutcomes, Workspaces
 from sessions_app.models import ReservedTarget
 
 logger = logging.getLogger("dshloop.delivery")
@@ -102,7 +102,21 @@ def _ask(host: Host, refs: list[RunRef], *, now: datetime) -> tuple[int, list[Ru
             logger.info("turn outcome of run %s not recorded: %s", ref.run_id, exc)
             continue
         recorded += 1
+        if ref.fresh:
+            _put_away(host, ref.session_id)
     return recorded, unanswered
+
+
+def _put_away(host: Host, session_id: str) -> None:
+    """A `new` run's session, its turn over, archived when the operator asks it
+    (DSHLOOP_ARCHIVE_FRESH_RUNS): nobody goes on in it, and each run would add a conversation to
+    the person's list. The run keeps naming it. A failure changes nothing of the run's outcome."""
+    if not (settings.DSHLOOP_ARCHIVE_FRESH_RUNS and host.capabilities.archives_sessions):
+        return
+    try:
+        cast(SessionArchive, host).archive_session(session_id)
+    except HostError as exc:
+        logger.warning("the session %s of a finished fresh run was not archived: %s", session_id, exc)
 
 
 def _enforce_timeout(host: Host, *, now: datetime, limit: int) -> int:
@@ -153,4 +167,6 @@ def _end(host: Host, run_id: str, session_id: str, error: str, *, timed_out: boo
     except HostError as exc:
         logger.warning("the turn of run %s in session %s could not be cancelled: %s", run_id, session_id, exc)
         return 0
+    if ended:  # only fresh runs' turns are ended
+        _put_away(host, session_id)
     return int(ended)

@@ -89,6 +89,10 @@ class Capabilities:
     # and tells it for one session on request (it implements SessionModels): DSH, whose session list
     # has no model. A `new` run asks it for its source session's model (spec §2.1).
     session_models: bool = False
+    # The host can archive a session: out of its list of conversations, its log kept (it implements
+    # SessionArchive): DSH. A `new` run's session is archived once its turn has ended, if the
+    # operator asks (DSHLOOP_ARCHIVE_FRESH_RUNS).
+    archives_sessions: bool = False
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,15 @@ class SessionModels(Protocol):
         """The model the host runs the session on, as create_session takes it; "" when the session
         has none of its own (it follows the host's default) or the host does not know it. Asked
         without waking a cold session. Raises HostError when the host cannot be asked."""
+        ...
+
+
+class SessionArchive(Protocol):
+    """The optional capability Capabilities.archives_sessions declares."""
+
+    def archive_session(self, session_id: str) -> None:
+        """Take the session out of the host's list of conversations, keeping its log; archiving
+        one already archived changes nothing. Raises HostError when the host cannot do it."""
         ...
 
 

@@ -115,6 +115,7 @@ class DshHost:
         workspaces=True,
         makes_global_session=True,
         session_models=True,
+        archives_sessions=True,
     )
 
     def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
@@ -313,6 +314,11 @@ class DshHost:
             # Before the first prompt too: the first request logs the model, and DSH keeps it from then on.
             select_model(self.wire, session_id, selection)
         return session_id
+
+    def archive_session(self, session_id: str) -> None:
+        """(base.SessionArchive) `workspace.archiveSession`: DSH Web lists it no more; its log, and its
+        place in its workspace, stay. DSH rc.8 has no unarchive."""
+        self.wire.call("workspace.archiveSession", {"sessionId": session_id})
 
     def session_model(self, session_id: str) -> str:
         """(base.SessionModels) The model DSH runs the session on (dsh_models)."""

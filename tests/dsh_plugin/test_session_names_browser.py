@@ -4,7 +4,9 @@ A fresh DSH with the plugin (this module's own DSH_HOME, nothing in it), the stu
 - after `manage.py bootstrap` made the global interface session, the first message a person types
   in DSH Web, and the one after "New Session", land in sessions of their own, never in the global
   one (DSH Web opens a session in which no turn has run as its new chat: `blank` in session.list);
-- a `new` loop's run session is titled for its loop and occurrence, read back from DSH.
+- a `new` loop's run session is titled for its loop and occurrence, read back from DSH;
+- once its turn has ended, it is archived (out of DSH Web's list, its log kept) only when the
+  operator sets DSHLOOP_ARCHIVE_FRESH_RUNS.
 DSHLOOP_SCREENSHOTS=1 writes the pictures to docs/screenshots/ (dsh-session-names*.png).
 """
 
@@ -20,6 +22,8 @@ from scheduler.message import fresh_session_title
 from sessions_app.hosts.dsh import GLOBAL_SESSION_TITLE
 from tests.conftest import after, create_loop
 from tests.processes import wait_for
+
+from .conftest import start_dshloop
 
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
 
@@ -148,6 +152,9 @@ def test_a_new_loops_run_session_is_titled_for_its_loop_and_occurrence(
         lambda: not plugin_dsh.sessions()[run.target_session_id]["running"], timeout=30, message="the run's turn to end"
     )
     assert title_of(plugin_dsh.sessions()[run.target_session_id]) == expected
+    # Its outcome recorded, it stays in DSH Web's list: archiving is the operator's choice.
+    wait_for(lambda: LoopRun.objects.get(run_id=run.run_id).outcome, timeout=30, message="the run's outcome")
+    assert run.target_session_id not in plugin_dsh.call("workspace.list")["archivedSessionIds"]
 
     # As on a first visit (the module's earlier test left a session open, its workspace unfolded):
     # DSH Web opens the most recent workspace, this run's.
@@ -164,3 +171,29 @@ def test_a_new_loops_run_session_is_titled_for_its_loop_and_occurrence(
     driver.set_window_size(390, 844)
     driver.save_screenshot(str(screenshots / "dsh-session-names-fresh-run-phone.png"))
     driver.set_window_size(1280, 800)
+
+
+def test_with_archiving_on_a_finished_runs_session_leaves_dsh_webs_list_and_the_run_still_names_it(
+    plugin_dsh, transactional_db, tmp_path, dshloop_port, workspace
+):
+    server = start_dshloop(tmp_path, dshloop_port, plugin_dsh, workspace, DSHLOOP_ARCHIVE_FRESH_RUNS="1")
+    try:
+        loop = create_loop(after(1), target="new", prompt="Weekly dependency audit")
+        run = wait_for(
+            lambda: LoopRun.objects.filter(loop_id=loop.loop_id).exclude(outcome="").first(),
+            timeout=60,
+            interval=0.5,
+            message="the fresh run's outcome",
+        )
+        assert run.outcome == "succeeded", (run.outcome, run.error)
+        wait_for(
+            lambda: run.target_session_id in plugin_dsh.call("workspace.list")["archivedSessionIds"],
+            timeout=15,
+            message="the run's session archived",
+        )
+        # The run still names it, and DSH keeps its log: the delivered message and the answer.
+        assert LoopRun.objects.get(run_id=run.run_id).target_session_id == run.target_session_id
+        assert plugin_dsh.loop_messages(run.target_session_id, run.occurrence_key)
+        assert title_of(plugin_dsh.sessions()[run.target_session_id]).startswith("Weekly dependency audit · ")
+    finally:
+        server.stop()
