@@ -85,7 +85,7 @@ def open_dsh_web(driver, dsh) -> None:
 
 
 def test_a_persons_first_chat_and_new_session_never_land_in_the_global_interface(
-    plugin_dsh, workspace, settings, driver, screenshots
+    plugin_dsh, dshloop, workspace, settings, driver, screenshots
 ):
     from selenium.webdriver.common.by import By
 
@@ -165,10 +165,16 @@ def test_a_new_loops_run_session_is_titled_for_its_loop_and_occurrence(
         lambda: driver.find_elements(By.XPATH, f"//span[normalize-space()={expected!r}]"),
         timeout=20,
         message="the run's session in DSH Web's sidebar",
+    )[0].click()
+    # Open, it shows the whole title above its chat (the sidebar's row is cut to its width).
+    wait_for(
+        lambda: len(driver.find_elements(By.XPATH, f"//*[normalize-space()={expected!r}]")) >= 2,
+        timeout=15,
+        message="the run's session open",
     )
     driver.set_window_size(1440, 900)
     driver.save_screenshot(str(screenshots / "dsh-session-names-fresh-run.png"))
-    driver.set_window_size(390, 844)
+    driver.set_window_size(390, 844)  # DSH Web keeps its sidebar open at any width: the titles are there
     driver.save_screenshot(str(screenshots / "dsh-session-names-fresh-run-phone.png"))
     driver.set_window_size(1280, 800)
 
