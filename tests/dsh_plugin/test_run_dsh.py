@@ -110,6 +110,11 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
             {"prompt": "Report", "schedule": {"kind": "after", "after_seconds": 600}, "session_id": "self"},
         ).json()
         assert made["session_id"] == "self"  # a global interface session out of the box
+        # ... in which a turn has run, so that DSH Web never opens it as a person's new chat (what
+        # it opens is a session with none: `blank`; test_session_names_browser.py types into it).
+        made_global = dsh.sessions()["dshloop-global"]
+        assert made_global["blank"] is False
+        assert made_global["projections"]["values"]["title"] == "dshloop: global interface"
         # Requests are not news: the terminal keeps what a person needs (the URLs, the admin line).
         assert "POST /api/tools/" not in log.read_text() and "GET /api/health" not in log.read_text()
 
