@@ -14,7 +14,7 @@ import pytest
 
 from scheduler.message import loop_message
 from sessions_app.hosts.base import HostError
-from sessions_app.hosts.dsh import DshHost, new_session_id
+from sessions_app.hosts.dsh import GLOBAL_SESSION_INTRO_KEY, GLOBAL_SESSION_TITLE, DshHost, new_session_id
 from sessions_app.hosts.dsh_wire import DshError
 from tests.dsh import DshHost as RealDsh
 
@@ -148,3 +148,17 @@ def test_a_host_header_dsh_refuses_is_explained(adapter):
     with pytest.raises(DshError) as caught:
         adapter.list_sessions(limit=5)
     assert not caught.value.transient and "loopback" in str(caught.value)
+
+
+def test_a_global_session_an_earlier_dshloop_left_blank_gets_its_first_turn_once(real, workspace):
+    # Made as dshloop made it before: titled, no turn, so DSH Web would open it as a person's new chat.
+    make_session(real, "dshloop-global", workspace)
+    real.call("session.rename", {"sessionId": "dshloop-global", "title": GLOBAL_SESSION_TITLE})
+    assert real.sessions()["dshloop-global"]["blank"] is True
+    adapter = DshHost(real.url, cwd=str(workspace), global_session_id="dshloop-global")
+
+    assert "had no turn yet" in adapter.ensure_global_session()
+    assert adapter.ensure_global_session() == ""  # once
+    made = real.sessions()["dshloop-global"]
+    assert made["blank"] is False and made["projections"]["values"]["title"] == GLOBAL_SESSION_TITLE
+    assert len(real.user_messages("dshloop-global", GLOBAL_SESSION_INTRO_KEY)) == 1
