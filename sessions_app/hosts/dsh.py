@@ -13,8 +13,11 @@ What maps to what:
   directory (else DSHLOOP_DSH_CWD's), the session ID derived from the occurrence key, so that a
   retried occurrence adopts the session it made (DSH merges a create of an existing ID into that
   session); then `/permission <preset>` through `commands/execute`, before any prompt (contract §14,
-  docs/dsh-unattended.md §2); then the source session's model with `session.selectModel`, DSH's
-  default model kept as it was (dsh_models).
+  docs/dsh-unattended.md §2); then its title (Placement.title) with `session.rename`; then the
+  source session's model with `session.selectModel`, DSH's default model kept as it was (dsh_models).
+- archiving a finished `new` run's session (SessionArchive) <- `workspace.archiveSession`.
+- the global interface session (GlobalSessionMaker) <- `session.create` and `session.rename`, then
+  one first turn (`session.prompt`), without which DSH Web would open it as a person's new chat.
 - a session's model (SessionModels) <- not in `session.list`: a live session's `session.models`,
   a cold one's newest `request/header` in `session.history` (dsh_models).
 - a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
