@@ -118,10 +118,16 @@ def test_a_dsh_outage_longer_than_six_leases_fails_nothing_and_loses_nothing(
         attempts[loop_id, scheduled].append((int(attempt), datetime.strptime(at, "%Y-%m-%d %H:%M:%S,%f")))
     retried = {key: lines for key, lines in attempts.items() if len(lines) >= 4}
     assert retried, "no run was retried through the outage"
+    gaps = 0
     for (loop_id, scheduled), lines in retried.items():
         [run] = [r for r in runs if r.loop_id == loop_id and r.scheduled_at.isoformat() == scheduled]
-        assert [attempt for attempt, _ in lines] == list(range(1, len(lines) + 1))
-        assert run.status == RunStatus.DELIVERED and run.attempt == len(lines) + 1, (run.attempt, len(lines))
-        for (attempt, at), (_, next_at) in zip(lines, lines[1:], strict=False):
-            gap = (next_at - at).total_seconds()
-            assert backoff(attempt).total_seconds() - 0.05 <= gap <= backoff(attempt).total_seconds() + 3, lines
+        numbers = [attempt for attempt, _ in lines]
+        assert numbers == sorted(set(numbers)), lines  # one line per attempt, never two
+        # Each failed attempt has its line; a hand-out whose driver ran past its lease records none.
+        assert run.status == RunStatus.DELIVERED and run.attempt > numbers[-1], (run.attempt, lines)
+        for (attempt, at), (following, next_at) in zip(lines, lines[1:], strict=False):
+            if following == attempt + 1:
+                gap = (next_at - at).total_seconds()
+                assert backoff(attempt).total_seconds() - 0.05 <= gap <= backoff(attempt).total_seconds() + 3, lines
+                gaps += 1
+    assert gaps >= 3, retried
