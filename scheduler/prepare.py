@@ -48,6 +48,10 @@ def host_failed(run: RunRow, exc: HostError) -> Attempt:
     it sends, docs/dsh.md; an HTTP host honours the occurrence key)."""
     if exc.unreachable:
         return Attempt(run, error=WAITING_FOR_HOST + str(exc), retry=True)
+    if exc.transient and run.error.startswith(WAITING_FOR_HOST):
+        # The host's first answer after an outage (DSH still starting, say) is not yet its word on
+        # this run: one more attempt, whatever the count, before the usual rule gives up.
+        return Attempt(run, error=str(exc), retry=True)
     return failure(run, error=str(exc), transient=exc.transient)
 
 

@@ -150,3 +150,30 @@ def test_a_remote_run_whose_lease_ran_out_again_and_again_is_asked_of_the_host_n
     run.refresh_from_db()
     assert (run.status, run.error) == (RunStatus.DELIVERED, ""), run.error
     assert [m["occurrence_key"] for m in refhost.messages("ses_target")] == [run.occurrence_key]
+
+
+@pytest.mark.http_host
+def test_the_first_error_a_host_answers_after_an_outage_gets_one_more_attempt(api, host, refhost):
+    host.put_session("ses_target", status="idle")
+    create_loop(every(10), target="ses_target", created_by="ses_caller", at=T0)
+    (run_id,) = claim(T0 + s(10))
+    run = LoopRun.objects.get(run_id=run_id)
+    now = T0 + s(10)
+
+    refhost.stop()
+    for _ in range(MAX_ATTEMPTS):
+        assert deliver(run.run_id, now) is True
+        now = LoopRun.objects.get(run_id=run_id).retry_at
+        hand_out(run, now)
+    refhost.start()
+    refhost.fault = "error500"  # back, but not ready yet
+    assert deliver(run.run_id, now) is True
+    run.refresh_from_db()
+    assert (run.status, run.attempt) == (RunStatus.CLAIMED, MAX_ATTEMPTS + 1), run.error
+    refhost.fault = "ok"
+    hand_out(run, run.retry_at)
+    assert deliver(run.run_id, run.retry_at) is True
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.DELIVERED
+    assert [m["occurrence_key"] for m in refhost.messages("ses_target")] == [run.occurrence_key]
