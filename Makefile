@@ -71,7 +71,8 @@ run-dsh: $(RUN_STAMP) $(VAR_DIR)/secret_key
 	DSHLOOP_VAR_DIR=$(VAR_DIR) exec scripts/run-dsh.sh "$(DSH_DIR)"
 
 # Style (ruff check, ruff format --check), the import layers (import-linter, pyproject.toml), the
-# type check (mypy with django-stubs, [tool.mypy]) and the DSH plugin's type-check and build
+# type check (mypy with django-stubs, [tool.mypy]) and the DSH plugin's type-check and the check
+# that its committed bundle (dsh-plugin/lib/, what `dsh plugin add` loads) is what its sources build
 # (dsh-plugin/, with DSH's Node 22: skipped without it outside CI).
 lint: $(TEST_STAMP)
 	$(PY) -m ruff check .

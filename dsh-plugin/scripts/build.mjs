@@ -1,13 +1,22 @@
 // Builds lib/index.js (the host half, an ES module DSH imports) and lib/client.js (the web half,
 // wrapped for DSH Web's module loader) with esbuild. Type-checking is `pnpm typecheck` (tsc);
 // esbuild only strips the types.
-import { readFile } from 'node:fs/promises'
-import { rm } from 'node:fs/promises'
+//
+// `node scripts/build.mjs [OUT_DIR]`: OUT_DIR (default lib) is where the two files go; the build
+// check (scripts/build-dsh-plugin.sh check) builds into a temporary one and compares it with the
+// committed lib/. The output depends only on the sources and the lockfile's esbuild, not on
+// OUT_DIR or the clone's path (paths in it are relative to this package), so a fresh clone
+// rebuilds lib/ byte for byte.
+import { readFile, rm } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
 import { build } from 'esbuild'
 
 const pkg = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8'))
+// OUT_DIR relative to where the command runs; the default, lib/, is this package's own.
+const outDir = process.argv[2] === undefined ? undefined : resolve(process.argv[2])
 process.chdir(new URL('..', import.meta.url).pathname)
-await rm('lib', { recursive: true, force: true })
+const out = outDir ?? 'lib'
+await rm(out, { recursive: true, force: true })
 
 await build({
   entryPoints: ['src/index.ts'],
@@ -15,7 +24,7 @@ await build({
   format: 'esm',
   platform: 'node',
   target: 'node22',
-  outfile: 'lib/index.js',
+  outfile: join(out, 'index.js'),
   logLevel: 'warning',
 })
 
@@ -27,7 +36,7 @@ await build({
   format: 'cjs',
   platform: 'browser',
   target: 'es2022',
-  outfile: 'lib/client.js',
+  outfile: join(out, 'client.js'),
   external: ['react'],
   logLevel: 'warning',
   banner: {
@@ -36,4 +45,4 @@ await build({
   },
   footer: { js: 'return module.exports; } });' },
 })
-console.log(`built ${pkg.name} ${pkg.version}: lib/index.js, lib/client.js`)
+if (process.argv[2] === undefined) console.log(`built ${pkg.name} ${pkg.version}: lib/index.js, lib/client.js`)
