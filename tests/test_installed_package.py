@@ -1,7 +1,8 @@
 """dshloop as an installed program: a wheel built from the clone, installed into a fresh virtualenv
 outside it, runs from another directory with nothing of the source tree: `dshloop migrate`,
 `dshloop bootstrap` and `dshloop serve` (the panel's templates and static files, the migrations and
-the scheduler all from the package), and it delivers a loop on the embedded host."""
+the scheduler all from the package), it delivers a loop on the embedded host, and it carries the
+built DSH plugin, which `dshloop dsh install` adds to a DSH profile."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import httpx
 import pytest
 from django.conf import settings
 
+from tests.dsh import dsh_dir
 from tests.processes import wait_for
 from tests.test_serve import free_port
 
@@ -121,3 +123,13 @@ def test_a_wheel_installed_outside_the_clone_migrates_serves_and_delivers_a_loop
                 os.killpg(server.pid, signal.SIGKILL)
     log = log_path.read_text()
     assert "scheduler stopped" in log and "Traceback" not in log, log[-3000:]
+
+    # The wheel carries the DSH plugin, built: `dshloop dsh install` adds that copy to a DSH profile.
+    shipped = next((tmp_path / "venv").glob("lib/python*/site-packages/dshloop/dsh-plugin"))
+    for name in ("package.json", "cordis.patch.yml", "manifest.json", "lib/index.js", "lib/client.js"):
+        assert (shipped / name).read_bytes() == (Path(settings.BASE_DIR) / "dsh-plugin" / name).read_bytes(), name
+    install = dsh_dir()
+    if install is not None:  # DSH's own `plugin add` needs a DSH (tests/dsh_plugin/ require one)
+        dshloop("dsh", "install", "--dsh", str(install), "--dsh-home", str(tmp_path / "dsh-home"))
+        linked = tmp_path / "dsh-home" / "profiles" / "web" / "node_modules" / "@dshloop" / "dsh-plugin"
+        assert linked.resolve() == shipped.resolve()
