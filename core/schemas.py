@@ -11,9 +11,7 @@ from annotated_types import GroupedMetadata
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 from core.http import CALLER_HEADER
-
-MAX_SAFE_INTEGER = 2**53 - 1
-MAX_ID_CHARS = 255
+from core.limits import MAX_ID_CHARS
 
 
 class StrictModel(BaseModel):

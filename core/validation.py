@@ -10,7 +10,8 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from core.errors import InvalidInput
-from core.schemas import MAX_SAFE_INTEGER, Identifier
+from core.limits import MAX_SAFE_INTEGER
+from core.schemas import Identifier
 
 # Path parts that ninja adds around a body and that the caller never wrote.
 _WRAPPERS = {"body", "payload", "query", "path", "header"}

@@ -34,6 +34,7 @@ from loops.schemas import (
 from loops.selectors import fire_times, loop_get, loop_runs, runs_delivered_into
 from loops.services import create, edit, lifecycle
 from sessions_app.hosts import global_session_id
+from sessions_app.models import ReservedTarget
 from sessions_app.selectors import sessions_get
 from tokens.auth import manage_auth, tools_auth
 from tokens.models import PLUGIN_TOKEN_NAME
@@ -128,7 +129,7 @@ def loop_page(request, query: Query[LoopPageQuery]):
     filters = Filters(state=query.state, target=query.target, session=query.session.strip(), q=query.q.strip())
     now = timezone.now()
     loops = list(filtered_loops(filters, now=now, global_session_id=global_session_id())[: query.limit + 1])
-    targets = {loop.session_id for loop in loops[: query.limit]} - {"self", "new"}
+    targets = {loop.session_id for loop in loops[: query.limit]} - {ReservedTarget.SELF, ReservedTarget.NEW}
     titles = {sid: info.title for sid, info in sessions_get(targets).items() if info.title} if targets else {}
     return {
         "loops": [loop_detail_view(loop, now=now) for loop in loops[: query.limit]],

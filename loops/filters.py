@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db.models import Q, QuerySet
 
 from core.validation import is_identifier
-from loops.models import Loop, LoopState
+from loops.models import Loop, LoopState, RunStatus
 from loops.presenters import OVERDUE_AFTER
 from loops.selectors import loop_list, loops_targeting
 from sessions_app.models import ReservedTarget
@@ -21,16 +21,21 @@ from sessions_app.models import ReservedTarget
 # The states a person can filter by: the spec §4 five and contract §9's paused, plus "problems" (a
 # failed last run on a loop that is still scheduled — recurring loops stay "scheduled" after a failed
 # occurrence).
+OVERDUE, LAST_FAILED, SESSION = "overdue", "last_failed", "session"
 STATE_FILTERS = {
-    "scheduled": "Scheduled",
-    "running": "Running",
-    "overdue": "Overdue",
-    "paused": "Paused",
-    "failed": "Failed",
-    "last_failed": "Last run failed",
-    "completed": "Completed (history)",
+    LoopState.SCHEDULED: "Scheduled",
+    LoopState.RUNNING: "Running",
+    OVERDUE: "Overdue",
+    LoopState.PAUSED: "Paused",
+    LoopState.FAILED: "Failed",
+    LAST_FAILED: "Last run failed",
+    LoopState.COMPLETED: "Completed (history)",
 }
-TARGET_FILTERS = {"self": "self (global interface)", "new": "new (fresh session)", "session": "An existing session"}
+TARGET_FILTERS = {
+    ReservedTarget.SELF: "self (global interface)",
+    ReservedTarget.NEW: "new (fresh session)",
+    SESSION: "An existing session",
+}
 TEXT_FILTER_MAX = 200
 
 
@@ -39,13 +44,22 @@ def state_q(state: str, now: datetime) -> Q:
     OVERDUE_AFTER in the past (spec §4, contract §3). tests/panel/test_queries.py checks that the two
     agree on every state, so a change to one without the other fails there."""
     late = Q(state=LoopState.SCHEDULED, next_at__lt=now - OVERDUE_AFTER)
-    if state == "overdue":
+    if state == OVERDUE:
         return late
-    if state == "scheduled":
+    if state == LoopState.SCHEDULED:
         return Q(state=LoopState.SCHEDULED) & ~late
-    if state == "last_failed":
-        return Q(last_result="failed")
+    if state == LAST_FAILED:
+        return _last_failed()
     return Q(state=state)  # running, paused (never overdue: it has no next_at), failed, completed
+
+
+def failing_q() -> Q:
+    """A loop a person should look at for failures: failed, or its latest finished run failed."""
+    return Q(state=LoopState.FAILED) | _last_failed()
+
+
+def _last_failed() -> Q:
+    return Q(last_result=RunStatus.FAILED)
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class Filters:
 
 
 def filtered_loops(filters: Filters, *, now: datetime, global_session_id: str | None) -> QuerySet[Loop]:
-    if filters.state == "completed":
+    if filters.state == LoopState.COMPLETED:
         # Completed `after` loops leave every loop_list (spec §4) but keep their history: a person
         # can still see them on request, most recent first.
         loops = Loop.objects.filter(state=LoopState.COMPLETED).order_by("-last_run_at", "-created_at", "loop_id")
@@ -84,9 +98,9 @@ def filtered_loops(filters: Filters, *, now: datetime, global_session_id: str | 
         loops = loops_targeting(filters.session, global_session_id=global_session_id)
     else:
         loops = loop_list(scope=ReservedTarget.GLOBAL)
-    if filters.state and filters.state != "completed":
+    if filters.state and filters.state != LoopState.COMPLETED:
         loops = loops.filter(state_q(filters.state, now))
-    if filters.target == "session":
+    if filters.target == SESSION:
         loops = loops.exclude(session_id__in=[ReservedTarget.SELF, ReservedTarget.NEW])
     elif filters.target:
         loops = loops.filter(session_id=filters.target)

@@ -33,15 +33,6 @@ _SHORT = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
 _DAY_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 _DAY_PLURALS = ("Sundays", "Mondays", "Tuesdays", "Wednesdays", "Thursdays", "Fridays", "Saturdays")
 _MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_MACROS = {
-    "@hourly": "0 * * * *",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@weekly": "0 0 * * 0",
-    "@monthly": "0 0 1 * *",
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-}
 
 
 def _plural(count: int, singular: str, plural: str) -> str:
@@ -227,7 +218,7 @@ def _ordinal_days(days: list[int]) -> str:
 
 def cron_words(expr: str) -> str | None:
     """Common cron shapes in words (no zone); None when the expression is better shown raw."""
-    expr = _MACROS.get(expr.strip().lower(), expr)
+    expr = schedules.CRON_MACROS.get(expr.strip().lower(), expr)
     fields = expr.split()
     if len(fields) != 5:
         return None

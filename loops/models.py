@@ -9,6 +9,7 @@ from django.core.validators import MinValueValidator
 from django.db import connection, models
 from django.db.models import Q
 
+from core.limits import MAX_ID_CHARS, MAX_NAME_CHARS
 from loops import schedules
 from loops.jitter import jitter_delay
 
@@ -55,10 +56,10 @@ class Loop(models.Model):
     cron_expr = models.CharField(max_length=200, blank=True)
     tz = models.CharField(max_length=64, blank=True, help_text="Only when supplied; else the host TIME_ZONE.")
     # The execution target: "self", "new" or an actual session ID (spec §2.1).
-    session_id = models.CharField(max_length=255, db_index=True)
+    session_id = models.CharField(max_length=MAX_ID_CHARS, db_index=True)
     preset = models.CharField(max_length=255, blank=True, help_text='Only for session_id "new".')
     # Empty when there was no caller and no global interface to record (a panel loop).
-    created_by_session_id = models.CharField(max_length=255, blank=True)
+    created_by_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
     created_at = models.DateTimeField()
     # The next deadline lives on the row. Null once the loop has no future occurrence.
     next_at = models.DateTimeField(null=True, blank=True)
@@ -74,7 +75,7 @@ class Loop(models.Model):
     )
     # contract §9, operators' fields: a display name, the revision each edit increments (every run
     # records the one it executed), and why and since when the loop is paused.
-    name = models.CharField(max_length=120, blank=True)
+    name = models.CharField(max_length=MAX_NAME_CHARS, blank=True)
     revision = models.PositiveIntegerField(default=1)
     paused_at = models.DateTimeField(null=True, blank=True)
     pause_reason = models.CharField(max_length=200, blank=True)
@@ -228,8 +229,8 @@ class LoopRun(models.Model):
     missed = models.PositiveIntegerField(default=0)
     # Snapshots, so history explains itself after the loop changes or is deleted. The prompt is
     # the revision's (LoopPrompt, read through loop_id and revision): stored once, not per run.
-    target = models.CharField(max_length=255, blank=True, help_text="The loop's target when claimed.")
-    target_session_id = models.CharField(max_length=255, blank=True)
+    target = models.CharField(max_length=MAX_ID_CHARS, blank=True, help_text="The loop's target when claimed.")
+    target_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
     claimed_at = models.DateTimeField()
     # While the run is open (claimed/delivering): when the clock must (re-)enqueue it if it is
     # still open then — after a backoff, or because the process driving it died.
@@ -302,8 +303,8 @@ class DeletedLoop(models.Model):
     loop_id = models.CharField(max_length=40, primary_key=True)
     # The loop's target when it was deleted ("self" included): the runs delivered into a session
     # (loops.selectors.runs_delivered_into) are found through it, as a live loop's through its own.
-    session_id = models.CharField(max_length=255)
-    name = models.CharField(max_length=120, blank=True)
+    session_id = models.CharField(max_length=MAX_ID_CHARS)
+    name = models.CharField(max_length=MAX_NAME_CHARS, blank=True)
     deleted_at = models.DateTimeField()
 
     class Meta:
@@ -428,7 +429,7 @@ class LoopEvent(models.Model):
     at = models.DateTimeField()
     kind = models.CharField(max_length=12, choices=EventKind.choices)
     actor_kind = models.CharField(max_length=10, choices=ActorKind.choices)
-    actor_id = models.CharField(max_length=255, blank=True)
+    actor_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
     revision = models.PositiveIntegerField()
     # {field: [old, new]} for an edit, as JSON the API shows.
     changes = models.JSONField(null=True, blank=True)
@@ -497,15 +498,15 @@ class FailureEpisode(models.Model):
     consecutive_failures = models.PositiveIntegerField(default=0)
     # Snapshots of the loop, so that the notice says what failed after the loop changes or goes.
     loop_summary = models.CharField(max_length=200, blank=True)
-    target = models.CharField(max_length=255, blank=True)
-    failed_session_id = models.CharField(max_length=255, blank=True)
-    creator_session_id = models.CharField(max_length=255, blank=True)
+    target = models.CharField(max_length=MAX_ID_CHARS, blank=True)
+    failed_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
+    creator_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
     # The notice: "" when none is owed (DSHLOOP_FAILURE_NOTICES=0). While pending, notice_due_at is
     # when it is tried next (pushed out by a lease while a driver tries it).
     notice_status = models.CharField(max_length=10, choices=NoticeStatus.choices, blank=True)
     notice_due_at = models.DateTimeField(null=True, blank=True)
     notice_attempts = models.PositiveIntegerField(default=0)
-    notice_session_id = models.CharField(max_length=255, blank=True)
+    notice_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
     notice_error = models.TextField(blank=True)
     # The webhook: "" when none was configured.
     webhook_status = models.CharField(max_length=10, choices=WebhookStatus.choices, blank=True)

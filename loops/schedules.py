@@ -18,7 +18,8 @@ from typing import ClassVar
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
-MAX_SAFE_INTEGER = 2**53 - 1
+from core.limits import MAX_SAFE_INTEGER
+
 # catch_up() counts missed cron occurrences one by one; beyond this many it stops counting and
 # `missed` reports the cap (~3 s of croniter work), so a years-long outage costs bounded time.
 MISSED_COUNT_LIMIT = 100_000
@@ -27,7 +28,16 @@ MISSED_COUNT_LIMIT = 100_000
 MAX_SKIPPED_CANDIDATES = 10_000
 
 _MICROSECOND = timedelta(microseconds=1)
-_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+# croniter's macros, each with the five fields it stands for.
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 _FIELDS = "minute hour day-of-month month day-of-week"
 # croniter's H (hashed) and R (random) values differ per process, so two workers would disagree on
 # the next deadline. Letters inside names (MAR, THU, FRI) are not matched.
@@ -182,8 +192,8 @@ def normalize_cron(expr: str) -> str:
     fields = expr.split()
     if len(fields) == 1 and fields[0].startswith("@"):
         macro = fields[0].lower()
-        if macro not in _MACROS:
-            raise _invalid_cron(f"Unknown cron macro {fields[0]!r}: use one of {', '.join(_MACROS)}.")
+        if macro not in CRON_MACROS:
+            raise _invalid_cron(f"Unknown cron macro {fields[0]!r}: use one of {', '.join(CRON_MACROS)}.")
         return macro
     if len(fields) in (6, 7):
         raise _invalid_cron(

@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 
 from core.errors import InvalidInput
-from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel, Text
+from core.limits import MAX_NAME_CHARS, MAX_SAFE_INTEGER
+from core.schemas import Identifier, StrictModel, Text
 from loops import schedules
 from sessions_app.hosts.base import OUTCOME_TEXT_LIMIT
 
@@ -322,7 +323,9 @@ class LoopPatchIn(StrictModel):
     """contract §9 PATCH: any of these; validated as loop_create validates them. `name: null`
     removes the name."""
 
-    name: Annotated[str, Text(120), Field(description="A display name for people; null removes it.")] | None = None
+    name: (
+        Annotated[str, Text(MAX_NAME_CHARS), Field(description="A display name for people; null removes it.")] | None
+    ) = None
     prompt: Prompt | None = None
     schedule: ScheduleIn | None = None
     session_id: Annotated[Identifier, Field(description='"self", "new" or an existing session ID.')] | None = None

@@ -22,7 +22,8 @@ from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
 
 from core.errors import ApiError
-from core.schemas import MAX_SAFE_INTEGER, Identifier, StrictModel
+from core.limits import MAX_SAFE_INTEGER
+from core.schemas import Identifier, StrictModel
 from core.timeutil import from_ms, to_ms, truncate_to_ms
 from core.validation import field_path, invalid_input_from, is_identifier
 from loops import schedules

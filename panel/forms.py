@@ -20,6 +20,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from core.errors import ApiError, host_unavailable
+from core.limits import MAX_NAME_CHARS
 from core.timeutil import to_ms, truncate_to_ms
 from core.validation import invalid_input_from
 from loops import schedules
@@ -301,7 +302,9 @@ class LoopEditForm(LoopCreateForm):
     name = forms.CharField(
         required=False,  # empty: no name; the length rule (120) is LoopPatchIn's, with its message
         label="Name",
-        widget=forms.TextInput(attrs={"maxlength": 120, "placeholder": "Optional, for people: “Morning report”"}),
+        widget=forms.TextInput(
+            attrs={"maxlength": MAX_NAME_CHARS, "placeholder": "Optional, for people: “Morning report”"}
+        ),
     )
     revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
     # contract §14 (only for a loop that targets `new`). Plain text under a menu: whether a value

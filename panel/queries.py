@@ -17,7 +17,7 @@ from django.db.models import Count, Min, Q, QuerySet
 
 from core.timeutil import from_ms
 from loops import humanize
-from loops.filters import Filters, filtered_loops, state_q
+from loops.filters import OVERDUE, Filters, failing_q, filtered_loops, state_q
 from loops.models import Loop, LoopState
 from loops.selectors import loops_targeting
 from monitoring.health import scheduler_health
@@ -77,7 +77,7 @@ class CappedPaginator(Paginator):
 def session_titles(session_ids) -> dict[str, str | None]:
     """Folded titles (spec §7) of the given sessions from the durable headers, in one query. With the
     HTTP host these headers are its cache, so a page never waits on the host per row."""
-    ids = {sid for sid in session_ids if sid and sid not in {"self", "new"}}
+    ids = {sid for sid in session_ids if sid and sid not in {ReservedTarget.SELF, ReservedTarget.NEW}}
     if not ids:
         return {}
     return {session_id: info.title for session_id, info in sessions_get(ids).items()}
@@ -152,11 +152,11 @@ def composer_status(session_id: str, *, now: datetime, global_session_id: str | 
     loops = loops_targeting(session_id, global_session_id=global_session_id)
     summary = loops.aggregate(
         active=Count("loop_id"),
-        overdue=Count("loop_id", filter=state_q("overdue", now)),
-        failed=Count("loop_id", filter=Q(state=LoopState.FAILED) | Q(last_result="failed")),
+        overdue=Count("loop_id", filter=state_q(OVERDUE, now)),
+        failed=Count("loop_id", filter=failing_q()),
         paused=Count("loop_id", filter=Q(state=LoopState.PAUSED)),
         # The nearest run still ahead (or just due); late ones are what `overdue` counts.
-        nearest=Min("next_at", filter=~state_q("overdue", now)),
+        nearest=Min("next_at", filter=~state_q(OVERDUE, now)),
     )
     return ComposerStatus(session_id=session_id, loops=list(loops[:show]), **summary)
 

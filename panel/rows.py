@@ -18,6 +18,7 @@ from loops import humanize
 from loops.humanize import loop_zone, preview
 from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopEvent, LoopState
 from loops.presenters import loop_state
+from sessions_app.models import ReservedTarget
 
 
 class _ReadByName:
@@ -203,12 +204,12 @@ def when(moment: datetime | None, zone_name: str, now: datetime) -> When | None:
 
 
 def target_of(loop_session_id: str, preset: str, *, titles: dict, global_title: str | None) -> TargetCell:
-    if loop_session_id == "self":
+    if loop_session_id == ReservedTarget.SELF:
         detail = f"global interface · {global_title}" if global_title else "global interface"
-        return TargetCell("self", "self", detail)
-    if loop_session_id == "new":
+        return TargetCell(ReservedTarget.SELF, ReservedTarget.SELF, detail)
+    if loop_session_id == ReservedTarget.NEW:
         detail = f"preset {preset}" if preset else "inherits the creator's preset"
-        return TargetCell("new", "new", detail)
+        return TargetCell(ReservedTarget.NEW, ReservedTarget.NEW, detail)
     title = titles.get(loop_session_id)
     # spec §8.2: the picker (and so the list) shows the title, the stable ID when there is none.
     return TargetCell("session", title or loop_session_id, loop_session_id if title else "", loop_session_id)

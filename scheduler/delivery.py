@@ -37,6 +37,7 @@ from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from core.backoff import doubling
 from core.bulk import update_rows
 from core.errors import one_line
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
@@ -64,8 +65,7 @@ BACKOFF_CAP = timedelta(seconds=16)
 def backoff(attempt: int) -> timedelta:
     """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5 (about 31 s of patience for a host that
     answers with errors), then 16 s after each further attempt."""
-    factor: float = 2 ** (attempt - 1)  # typeshed cannot tell an int power from a float one
-    return min(BACKOFF_BASE * factor, BACKOFF_CAP)
+    return doubling(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP)
 
 
 PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."

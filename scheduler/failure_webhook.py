@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.backoff import doubling
 from core.errors import one_line
 from core.timeutil import to_ms
 from loops.counters import WEBHOOK_ATTEMPT_FAILED, Tally
@@ -48,8 +49,7 @@ EVENT_ID_HEADER = "X-Dshloop-Event-Id"
 
 def webhook_backoff(attempt: int) -> timedelta:
     """1 s, 2 s, 4 s … after failed attempt 1, 2, 3 …, at most a minute."""
-    factor: float = 2 ** min(attempt - 1, 16)
-    return min(BACKOFF_BASE * factor, BACKOFF_CAP)
+    return doubling(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP)
 
 
 def event_body(episode: FailureEpisode) -> bytes:
