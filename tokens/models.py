@@ -10,6 +10,9 @@ SCOPES = ("tools", "host", "manage")
 # The DSH plugin's token (manage.py dsh_plugin_token): it acts for DSH Web, whose channel any local
 # process can call, so no person is known to stand behind its operator calls (loops.api.vouched).
 PLUGIN_TOKEN_NAME = "dsh-plugin"
+# Contract §15: the agents' tools, and the operator API behind DSH Web's loop cards (a loop's detail)
+# and its Loops panel; never `host`, so a leaked one cannot pose as the host.
+PLUGIN_SCOPES = ["tools", "manage"]
 
 
 def hash_token(raw: str) -> str:

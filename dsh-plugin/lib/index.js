@@ -1,3 +1,8 @@
+// src/index.ts
+import { homedir } from "node:os";
+import { join as join2 } from "node:path";
+import { fileURLToPath } from "node:url";
+
 // src/boundary.ts
 var FRESH_RUN_TOOLS = [
   // the workspace: shell in the foreground, files, search
@@ -810,6 +815,248 @@ function deliver(agent, request2) {
   return { status: "sent", delivery };
 }
 
+// src/own-dshloop.ts
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, closeSync, mkdirSync, openSync, readSync, statSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+var RESTART_BACKOFF_MS = [1e3, 2e3, 5e3, 1e4, 3e4];
+var HEALTHY_AFTER_MS = 6e4;
+var LOCK_HELD_EXIT = 75;
+var LOCK_HELD_RETRY_MS = 3e4;
+var READY_TIMEOUT_MS = 12e4;
+var POLL_MS = 200;
+var STOP_TIMEOUT_MS = 15e3;
+var NOT_INHERITED = ["DATABASE_URL", "DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODULE", "DSHLOOP_TOKEN", "DSHLOOP_TOKEN_FD", "DSHLOOP_URL", "DSHLOOP_VAR_DIR"];
+function makeToken() {
+  return "dsh_" + randomBytes(32).toString("base64url");
+}
+function startFailure(command, spawnError, output, exit, logPath) {
+  const fix = "DSH Web keeps working, without loops, meanwhile.";
+  if (spawnError === "ENOENT") {
+    return `dshloop: cannot start this profile's dshloop: no ${JSON.stringify(command)} command on DSH's PATH. Install it (pip install dshloop, Python 3.11 or newer) or set DSHLOOP_COMMAND to its path, or set DSHLOOP_URL to a dshloop you run; then restart DSH. ${fix}`;
+  }
+  if (spawnError !== void 0) return `dshloop: cannot start this profile's dshloop (${command}: ${spawnError}). ${fix}`;
+  const lines = output.split("\n").map((line) => line.trim()).filter((line) => line !== "");
+  const last = lines.at(-1) ?? `no output, ${exit}`;
+  if (/SyntaxError|requires[- ]python|Python 3\.(?:[0-9]|10)\b/i.test(output)) {
+    return `dshloop: this profile's dshloop needs Python 3.11 or newer (${command} said: ${last}). Reinstall dshloop with a newer Python, or set DSHLOOP_COMMAND to one that has it. ${fix}`;
+  }
+  if (/address already in use|Errno 98/i.test(output)) {
+    return `dshloop: the port chosen for this profile's dshloop was taken meanwhile; trying another (${last}).`;
+  }
+  return `dshloop: this profile's dshloop stopped (${exit}): ${last} (its log: ${logPath}). ${fix}`;
+}
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+var sleep = (ms, signal) => new Promise((resolve) => {
+  const timer = setTimeout(resolve, ms);
+  signal.addEventListener("abort", () => {
+    clearTimeout(timer);
+    resolve();
+  }, { once: true });
+});
+function exitWords(code, signal) {
+  return signal !== null ? `signal ${signal}` : `exit code ${String(code)}`;
+}
+var OwnDshloop = class {
+  stopping = new AbortController();
+  child;
+  running;
+  logPath;
+  options;
+  constructor(options) {
+    this.options = options;
+    this.logPath = join(options.dataDir, "dshloop.log");
+  }
+  start() {
+    mkdirSync(this.options.dataDir, { recursive: true, mode: 448 });
+    chmodSync(this.options.dataDir, 448);
+    this.running = this.supervise().catch((error) => {
+      this.options.logger.warn(`dshloop: the profile's dshloop is no longer supervised: ${String(error)}`);
+    });
+  }
+  async stop() {
+    this.stopping.abort();
+    const child = this.child;
+    if (child !== void 0 && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once("exit", () => resolve()));
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(timer);
+    }
+    await this.running;
+  }
+  env() {
+    const env = { ...this.options.env ?? process.env };
+    for (const name2 of NOT_INHERITED) delete env[name2];
+    return { ...env, DSHLOOP_VAR_DIR: this.options.dataDir, DSHLOOP_HOST: "dsh", PYTHONUNBUFFERED: "1" };
+  }
+  async supervise() {
+    const signal = this.stopping.signal;
+    let failures = 0;
+    let said;
+    const say = (why, then = "") => {
+      if (why !== said) this.options.logger.warn(`${why}${then}`);
+      said = why;
+    };
+    while (!signal.aborted) {
+      const dshUrl = await this.waitForDsh(signal);
+      if (dshUrl === void 0) return;
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const started = Date.now();
+      const outcome = await this.runOnce(dshUrl, port, url, signal);
+      if (signal.aborted) return;
+      if (outcome.exitCode === LOCK_HELD_EXIT) {
+        say(`dshloop: another DSH runs this profile's dshloop (${this.options.dataDir}); this one starts none and its loop tools answer once that DSH stops and this one takes over`);
+        await sleep(LOCK_HELD_RETRY_MS, signal);
+        continue;
+      }
+      if (Date.now() - started >= HEALTHY_AFTER_MS) failures = 0;
+      const delay = RESTART_BACKOFF_MS[Math.min(failures, RESTART_BACKOFF_MS.length - 1)] ?? 3e4;
+      failures += 1;
+      say(outcome.why, ` Restarting it in ${delay / 1e3} s.`);
+      await sleep(delay, signal);
+    }
+  }
+  /** Resolves once DSH listens (dshloop is told where to deliver), or undefined when stopping. */
+  async waitForDsh(signal) {
+    for (; ; ) {
+      const url = this.options.dshUrl();
+      if (url !== void 0) return url;
+      if (signal.aborted) return void 0;
+      await sleep(POLL_MS, signal);
+    }
+  }
+  logSize() {
+    try {
+      return statSync(this.logPath).size;
+    } catch {
+      return 0;
+    }
+  }
+  logSince(offset) {
+    let descriptor;
+    try {
+      descriptor = openSync(this.logPath, "r");
+      const buffer = Buffer.alloc(Math.min(Math.max(this.logSize() - offset, 0), 64 * 1024));
+      readSync(descriptor, buffer, 0, buffer.length, Math.max(offset, this.logSize() - buffer.length));
+      return buffer.toString("utf8");
+    } catch {
+      return "";
+    } finally {
+      if (descriptor !== void 0) closeSync(descriptor);
+    }
+  }
+  /** Run one command to its end (migrate, bootstrap), its output to the log. */
+  async once(args, dshUrl) {
+    const log = openSync(this.logPath, "a", 384);
+    try {
+      const child = spawn(this.options.command, args, { stdio: ["ignore", log, log], env: { ...this.env(), DSHLOOP_DSH_URL: dshUrl }, detached: true });
+      this.child = child;
+      return await new Promise((resolve) => {
+        child.once("error", (error) => resolve({ code: null, error: error.code ?? String(error), exit: "not started" }));
+        child.once("exit", (code, sig) => resolve({ code, exit: exitWords(code, sig) }));
+      });
+    } finally {
+      closeSync(log);
+    }
+  }
+  async runOnce(dshUrl, port, url, signal) {
+    const { command } = this.options;
+    const offset = this.logSize();
+    const migrated = await this.once(["migrate", "--noinput", "-v", "0"], dshUrl);
+    if (signal.aborted) return { why: "stopping" };
+    if (migrated.code !== 0) return { why: startFailure(command, migrated.error, this.logSince(offset), `migrate: ${migrated.exit}`, this.logPath) };
+    const log = openSync(this.logPath, "a", 384);
+    let child;
+    try {
+      child = spawn(command, ["serve", `127.0.0.1:${port}`, "--plugin-token-fd", "3", "--exit-with-stdin", "--lock-file", join(this.options.dataDir, "serve.lock")], {
+        // stdin: a pipe this process holds until it ends (serve --exit-with-stdin); 3: the token.
+        stdio: ["pipe", log, log, "pipe"],
+        env: { ...this.env(), DSHLOOP_DSH_URL: dshUrl },
+        // Its own process group: DSH's terminal's Ctrl-C reaches DSH, which stops dshloop in order.
+        detached: true
+      });
+    } finally {
+      closeSync(log);
+    }
+    this.child = child;
+    const ended = new Promise((resolve) => {
+      child.once("error", (error) => resolve({ code: null, error: error.code ?? String(error), exit: "not started" }));
+      child.once("exit", (code, sig) => resolve({ code, exit: exitWords(code, sig) }));
+    });
+    const handover = child.stdio[3];
+    handover?.on("error", () => {
+    });
+    handover?.end(`${this.options.token}
+`);
+    child.stdin?.on("error", () => {
+    });
+    const ready = await Promise.race([this.waitForHealth(url, signal), ended.then(() => false)]);
+    if (ready) {
+      this.options.onUrl(url);
+      this.options.logger.info(`dshloop: this profile's dshloop serves ${url} (pid ${String(child.pid)}, data in ${this.options.dataDir})`);
+      void this.bootstrap(dshUrl);
+    }
+    const end = await ended;
+    if (signal.aborted) return { why: "stopping" };
+    if (end.error !== void 0 || !ready) return { why: startFailure(command, end.error, this.logSince(offset), end.exit, this.logPath), exitCode: end.code };
+    return { why: `dshloop: this profile's dshloop (pid ${String(child.pid)}) exited unexpectedly with ${end.exit}.`, exitCode: end.code };
+  }
+  async waitForHealth(url, signal) {
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while (!signal.aborted && Date.now() < deadline) {
+      try {
+        await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2e3) });
+        return true;
+      } catch {
+        await sleep(POLL_MS, signal);
+      }
+    }
+    return false;
+  }
+  /** `self` out of the box: bootstrap makes the global interface session in DSH once DSH answers. */
+  async bootstrap(dshUrl) {
+    const signal = this.stopping.signal;
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    while (!signal.aborted && Date.now() < deadline) {
+      try {
+        const answer = await fetch(`${dshUrl}/api/host.describe`, {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ type: "client-request", rpcId: "dshloop-ready", method: "host.describe", payload: {} }),
+          signal: AbortSignal.timeout(2e3)
+        });
+        if (answer.ok) break;
+      } catch {
+      }
+      await sleep(POLL_MS, signal);
+    }
+    if (signal.aborted) return;
+    const log = openSync(this.logPath, "a", 384);
+    try {
+      const child = spawn(this.options.command, ["bootstrap"], { stdio: ["ignore", "ignore", log], env: { ...this.env(), DSHLOOP_DSH_URL: dshUrl } });
+      child.on("error", () => {
+      });
+    } finally {
+      closeSync(log);
+    }
+  }
+};
+
 // src/panel.ts
 var VIA = "DSH Web";
 var LIST_LIMIT = 100;
@@ -884,11 +1131,11 @@ function panelUrl(dshloopUrl, sessionId) {
 }
 
 // src/token.ts
-import { closeSync, readFileSync } from "node:fs";
+import { closeSync as closeSync2, readFileSync } from "node:fs";
 var TOKEN_FD_VARIABLE = "DSHLOOP_TOKEN_FD";
 var NODE_DESCRIPTORS = {
   read: (fd) => readFileSync(fd, "utf8"),
-  close: (fd) => closeSync(fd)
+  close: (fd) => closeSync2(fd)
 };
 function takeToken(env = process.env, descriptors = NODE_DESCRIPTORS) {
   const fromDescriptor = takeFromDescriptor(env, descriptors);
@@ -938,22 +1185,65 @@ function errorCode(error) {
 
 // src/index.ts
 var name = "dshloop";
-var inject = ["agents", "tools", "connection"];
+var inject = ["agents", "tools", "connection", "webServer"];
 var RPC_CHANNEL = "/dshloop";
 var DEFAULT_URL = "http://127.0.0.1:8000";
 var DEFAULT_TIMEOUT_SECONDS = 10;
 var SUBAGENT_REFUSAL = "The loop tools belong to the conversation's main agent, not to a subagent: a subagent's session ends with its task, so a loop could neither target it nor be owned by it. Report back and let the main agent create, list or delete loops.";
 var taken;
+var made;
+function externalUrl(config, env = process.env) {
+  const named = config.url || env.DSHLOOP_URL;
+  if (named) return named;
+  return env[TOKEN_FD_VARIABLE] || env.DSHLOOP_TOKEN ? DEFAULT_URL : void 0;
+}
+function profileDataDir(ctx, env = process.env) {
+  if (ctx.baseUrl?.startsWith("file:")) return join2(fileURLToPath(ctx.baseUrl), "dshloop");
+  return join2(env.DSH_HOME || join2(homedir(), ".dsh"), "profiles", "web", "dshloop");
+}
 function apply(ctx, config = {}) {
-  if (taken === void 0) {
-    taken = takeToken();
-    for (const warning of taken.warnings) ctx.logger.warn(warning);
-  }
+  const external = externalUrl(config);
   const endpoint = {
-    url: baseUrl(config.url || process.env.DSHLOOP_URL || DEFAULT_URL),
-    token: taken.token,
+    url: baseUrl(external ?? DEFAULT_URL),
+    // the profile's own dshloop: replaced by its port once it serves
+    token: "",
     timeoutMs: Math.max(1, config.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1e3
   };
+  if (external !== void 0) {
+    if (taken === void 0) {
+      taken = takeToken();
+      for (const warning of taken.warnings) ctx.logger.warn(warning);
+    }
+    endpoint.token = taken.token;
+  } else {
+    made ??= makeToken();
+    endpoint.token = made;
+    const own = new OwnDshloop({
+      command: config.command || process.env.DSHLOOP_COMMAND || "dshloop",
+      dataDir: profileDataDir(ctx),
+      dshUrl: () => ctx.webServer?.port ? `http://127.0.0.1:${ctx.webServer.port}` : void 0,
+      token: made,
+      // Also on DSH's own output: its terminal (or the launcher's log) is where a person looks
+      // when the loops do not come, and DSH rc.8 does not print a plugin's logger there.
+      logger: {
+        info: (message) => {
+          ctx.logger.info(message);
+          console.log(message);
+        },
+        warn: (message) => {
+          ctx.logger.warn(message);
+          console.error(message);
+        }
+      },
+      onUrl: (url) => {
+        endpoint.url = url;
+      }
+    });
+    ctx.effect(() => {
+      own.start();
+      return () => own.stop();
+    }, "dshloop: the profile's dshloop");
+  }
   ctx.effect(() => {
     let catalogue = parseCatalogue(catalogue_default) ?? [];
     let confirmed = false;
@@ -1118,7 +1408,9 @@ export {
   RPC_CHANNEL,
   SUBAGENT_REFUSAL,
   apply,
+  externalUrl,
   handleRpc,
   inject,
-  name
+  name,
+  profileDataDir
 };

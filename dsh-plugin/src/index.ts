@@ -6,6 +6,10 @@
  * the plugin builds and type-checks without DSH's packages and imports nothing from DSH at run time.
  */
 
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
 import { allowedTools, extraToolsOf, refusal } from './boundary.ts'
 import { cappedCall } from './cap.ts'
 import builtIn from './catalogue.json' with { type: 'json' }
@@ -21,16 +25,22 @@ import {
 } from './dshloop.ts'
 import { loopCards } from './cards.ts'
 import { deliver, DeliverError, fetchDelivery, type LiveAgent, parseDeliverRequest, PLUGIN_NAME, ringKeyOf } from './deliver.ts'
+import { makeToken, OwnDshloop } from './own-dshloop.ts'
 import { panelCall } from './panel.ts'
 import { panelUrl } from './status.ts'
-import { type TakenToken, takeToken } from './token.ts'
+import { type TakenToken, takeToken, TOKEN_FD_VARIABLE } from './token.ts'
 
 export const name = 'dshloop'
-export const inject = ['agents', 'tools', 'connection']
+export const inject = ['agents', 'tools', 'connection', 'webServer']
 
 export interface Config {
-  /** dshloop's URL; the patch row defaults it to $DSHLOOP_URL, else http://127.0.0.1:8000. */
+  /**
+   * An external dshloop's URL (the patch row: $DSHLOOP_URL). Without one, the plugin runs the
+   * profile's own dshloop (src/own-dshloop.ts).
+   */
   readonly url?: string
+  /** The profile's own dshloop: the `dshloop` command (the patch row: $DSHLOOP_COMMAND, else PATH's). */
+  readonly command?: string
   /** How long one call to dshloop may take (seconds). */
   readonly timeoutSeconds?: number
   /** Ask the person before an agent creates a loop with session_id "new" (see docs/dsh.md). */
@@ -80,6 +90,10 @@ interface HostContext {
     }
   }
   readonly logger: { info(message: string): void; warn(message: string): void }
+  /** DSH's web server: the port DSH listens on, once it does (0 before). */
+  readonly webServer?: { readonly port: number }
+  /** The profile directory, as a file: URL (the loader's base, dsh-app-boot). */
+  readonly baseUrl?: string
   on(event: 'agent/created' | 'agent/disposed', listener: (payload: { agent: Agent }) => void): () => void
   on(event: 'tools/pre-execute', listener: (exec: ToolExecution, next: () => Promise<{ kind: string }>) => unknown): () => void
   effect(body: () => Disposer | Promise<Disposer>, label: string): unknown
@@ -97,18 +111,65 @@ export const SUBAGENT_REFUSAL =
 // Taken once per process, at the first apply (DSH's boot, before any agent runs): the descriptor is
 // closed after that, and a later apply (a changed patch row) reuses what was read.
 let taken: TakenToken | undefined
+// The profile's own dshloop's token: made once per DSH process, handed to each dshloop it starts.
+let made: string | undefined
+
+/** An external dshloop is named (a URL, or a launcher handing a token over as before): connect to it. */
+export function externalUrl(config: Config, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const named = config.url || env.DSHLOOP_URL
+  if (named) return named
+  return env[TOKEN_FD_VARIABLE] || env.DSHLOOP_TOKEN ? DEFAULT_URL : undefined
+}
+
+/** The profile's dshloop directory: `<profile>/dshloop`, the profile being the loader's base. */
+export function profileDataDir(ctx: Pick<HostContext, 'baseUrl'>, env: NodeJS.ProcessEnv = process.env): string {
+  if (ctx.baseUrl?.startsWith('file:')) return join(fileURLToPath(ctx.baseUrl), 'dshloop')
+  return join(env.DSH_HOME || join(homedir(), '.dsh'), 'profiles', 'web', 'dshloop')
+}
 
 export function apply(ctx: HostContext, config: Config = {}): void {
-  // Never from the patch row: a config value is shown by `dsh … --dump-config` and DSH Web's plugin
-  // settings. From a descriptor, not the environment, which an agent's bash can read (src/token.ts).
-  if (taken === undefined) {
-    taken = takeToken()
-    for (const warning of taken.warnings) ctx.logger.warn(warning)
-  }
-  const endpoint: Endpoint = {
-    url: baseUrl(config.url || process.env.DSHLOOP_URL || DEFAULT_URL),
-    token: taken.token,
+  const external = externalUrl(config)
+  const endpoint: { url: string; token: string; timeoutMs: number } = {
+    url: baseUrl(external ?? DEFAULT_URL), // the profile's own dshloop: replaced by its port once it serves
+    token: '',
     timeoutMs: Math.max(1, config.timeoutSeconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
+  }
+  if (external !== undefined) {
+    // Never from the patch row: a config value is shown by `dsh … --dump-config` and DSH Web's plugin
+    // settings. From a descriptor, not the environment, which an agent's bash can read (src/token.ts).
+    if (taken === undefined) {
+      taken = takeToken()
+      for (const warning of taken.warnings) ctx.logger.warn(warning)
+    }
+    endpoint.token = taken.token
+  } else {
+    made ??= makeToken()
+    endpoint.token = made
+    const own = new OwnDshloop({
+      command: config.command || process.env.DSHLOOP_COMMAND || 'dshloop',
+      dataDir: profileDataDir(ctx),
+      dshUrl: () => (ctx.webServer?.port ? `http://127.0.0.1:${ctx.webServer.port}` : undefined),
+      token: made,
+      // Also on DSH's own output: its terminal (or the launcher's log) is where a person looks
+      // when the loops do not come, and DSH rc.8 does not print a plugin's logger there.
+      logger: {
+        info: message => {
+          ctx.logger.info(message)
+          console.log(message)
+        },
+        warn: message => {
+          ctx.logger.warn(message)
+          console.error(message)
+        },
+      },
+      onUrl: url => {
+        endpoint.url = url
+      },
+    })
+    ctx.effect(() => {
+      own.start()
+      return () => own.stop()
+    }, "dshloop: the profile's dshloop")
   }
 
   ctx.effect(() => {

@@ -7,10 +7,18 @@ in its own process group), which stops itself gracefully, and wait for it.
 The scheduler (`manage.py runloops`) is supervised: if it dies, it is restarted with a backoff
 and a log line. If this command itself dies, even by kill -9, the scheduler stops too (runloops
 watches the pid named in DSHLOOP_SERVE_PID), so no orphan goes on delivering by itself.
+
+Run by DSH's plugin for a profile (dsh-plugin/src/own-dshloop.ts), it takes three more options:
+`--plugin-token-fd N` reads the token the plugin generated from descriptor N (a pipe, never a file,
+the environment or the command line) and makes it the plugin's one token, only its hash kept;
+`--exit-with-stdin` stops us when stdin ends, i.e. when the DSH that started us is gone, even by
+kill -9; `--lock-file PATH` serves only while holding PATH's lock, so one profile never runs two
+schedulers.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import signal
@@ -24,6 +32,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.management.commands.runloops import SERVE_PID_ENV
+from tokens.models import PLUGIN_SCOPES
+from tokens.services import plugin_token_adopt
 
 logger = logging.getLogger("dshloop.serve")
 
@@ -132,6 +142,49 @@ class Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+# `--lock-file` held by another serve: EX_TEMPFAIL, which the DSH plugin takes for "another DSH of
+# this profile runs its dshloop" rather than a crash to restart at once.
+LOCK_HELD_EXIT = 75
+
+
+def hold_lock(path: str) -> int:
+    """Take PATH's lock for as long as this process lives (the kernel drops it when we die, even by
+    kill -9: no stale lock), with our pid in it for the person who wonders who holds it."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(descriptor, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(descriptor)
+        sys.stderr.write(f"another dshloop (pid {holder}) serves with {path}; not starting a second scheduler\n")
+        sys.exit(LOCK_HELD_EXIT)
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+    return descriptor  # kept open: closing it would let the lock go
+
+
+def read_descriptor(fd: int) -> str:
+    """All of descriptor `fd` (3 or more: never our own stdio), then closed, so no child inherits it."""
+    if fd < 3:
+        raise CommandError("--plugin-token-fd must name a descriptor of 3 or more")
+    try:
+        with os.fdopen(fd, "r", encoding="utf-8") as handed:
+            return handed.read().strip()
+    except OSError as exc:
+        raise CommandError(f"could not read the plugin's token from descriptor {fd} ({exc.strerror})") from exc
+
+
+def stop_when_stdin_ends() -> None:
+    """Stop like SIGTERM does once stdin ends: the parent that holds its other end is gone."""
+
+    def watch() -> None:
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def parse_addrport(addrport: str) -> tuple[str, int]:
     """runserver's forms: "8000", "127.0.0.1:8000", "[::1]:8000"."""
     host, _, port = addrport.rpartition(":")
@@ -146,12 +199,29 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000")
+        parser.add_argument(
+            "--plugin-token-fd",
+            type=int,
+            help="read the DSH plugin's token from this descriptor and make it the plugin's one token",
+        )
+        parser.add_argument("--exit-with-stdin", action="store_true", help="stop when stdin ends (the parent is gone)")
+        parser.add_argument("--lock-file", help="serve only while holding this file's lock (exit 75 if another does)")
 
-    def handle(self, *args, addrport, **options):
+    def handle(self, *args, addrport, plugin_token_fd=None, exit_with_stdin=False, lock_file=None, **options):
         host, port = parse_addrport(addrport)
         # SIGTERM stops us like Ctrl-C does (and Ctrl-C works even if a shell ignored SIGINT).
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, _interrupt)
+        if exit_with_stdin:
+            stop_when_stdin_ends()
+        if lock_file:
+            hold_lock(lock_file)  # before the token: a second serve must not revoke the first's
+        if plugin_token_fd is not None:
+            try:
+                revoked = plugin_token_adopt(raw=read_descriptor(plugin_token_fd), scopes=PLUGIN_SCOPES)
+            except ValueError as exc:
+                raise CommandError(f"the plugin's token on descriptor {plugin_token_fd}: {exc}") from exc
+            logger.info("the DSH plugin's token is in place (%d earlier one(s) revoked)", revoked)
         scheduler = SchedulerSupervisor()
         try:
             scheduler.start()  # inside the try: a Ctrl-C right after it must still stop the child

@@ -10,13 +10,11 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from tokens.models import PLUGIN_TOKEN_NAME, ApiToken
+from tokens.models import PLUGIN_SCOPES, PLUGIN_TOKEN_NAME, ApiToken
 from tokens.services import token_create
 
 TOKEN_NAME = PLUGIN_TOKEN_NAME
-# Contract §15: the agents' tools, and the operator API behind DSH Web's loop cards (a loop's detail)
-# and its Loops panel; never `host`, so a leaked one cannot pose as the host.
-PLUGIN_SCOPES = ["tools", "manage"]
+__all__ = ["PLUGIN_SCOPES", "TOKEN_NAME", "Command"]
 
 
 class Command(BaseCommand):
