@@ -63,11 +63,12 @@ DSH_DIR := $(or $(DSHLOOP_DSH_DIR),/var/cache/dshloop/dsh-0.1.0-rc.8)
 dsh:
 	scripts/install-dsh.sh "$(DSH_DIR)"
 
-# The whole system on one machine: DSH (installed if missing) with dshloop's plugin, and
-# dshloop on DSH (DSHLOOP_HOST=dsh), a token wired between them; both URLs printed; Ctrl-C stops
-# both. DSH's data lives in $(VAR_DIR)/dsh-home. Set DEEPSEEK_API_KEY for real model turns.
+# The whole system on one machine, as a person's own DSH runs it: DSH (installed if missing) with
+# dshloop's plugin, which starts the profile's own dshloop (this clone's; DSHLOOP_HOST=dsh, the token
+# made in DSH and handed over on a pipe); both URLs printed; Ctrl-C stops DSH, and DSH its dshloop.
+# DSH's data lives in $(VAR_DIR)/dsh-home, dshloop's in its profile. Set DEEPSEEK_API_KEY for real turns.
 .PHONY: run-dsh
-run-dsh: $(RUN_STAMP) $(VAR_DIR)/secret_key
+run-dsh: $(RUN_STAMP)
 	DSHLOOP_VAR_DIR=$(VAR_DIR) exec scripts/run-dsh.sh "$(DSH_DIR)"
 
 # Style (ruff check, ruff format --check), the import layers (import-linter, pyproject.toml), the

@@ -9,9 +9,9 @@
 # Idempotent: a second run finds the build and the profile's link and does nothing. Exits non-zero
 # with a message when it cannot. The running DSH picks the plugin up at its next start.
 #
-# The DSH process then needs DSHLOOP_URL (default http://127.0.0.1:8000) in its environment and the
-# token from `manage.py dsh_plugin_token` on a file descriptor named by DSHLOOP_TOKEN_FD, never in
-# its environment (docs/dsh.md, "The plugin's token").
+# At its next start DSH runs the profile's own dshloop (the `dshloop` command on its PATH, or
+# DSHLOOP_COMMAND); or, with DSHLOOP_URL in its environment, connects to that dshloop, whose token
+# a launcher hands over on a file descriptor named by DSHLOOP_TOKEN_FD (docs/dsh.md).
 set -euo pipefail
 
 if [ $# -ne 2 ]; then

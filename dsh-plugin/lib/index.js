@@ -832,7 +832,7 @@ var NOT_INHERITED = ["DATABASE_URL", "DJANGO_SECRET_KEY", "DJANGO_SETTINGS_MODUL
 function makeToken() {
   return "dsh_" + randomBytes(32).toString("base64url");
 }
-function startFailure(command, spawnError, output, exit, logPath) {
+function startFailure(command, spawnError, output, exit, logPath, fixedPort = 0) {
   const fix = "DSH Web keeps working, without loops, meanwhile.";
   if (spawnError === "ENOENT") {
     return `dshloop: cannot start this profile's dshloop: no ${JSON.stringify(command)} command on DSH's PATH. Install it (pip install dshloop, Python 3.11 or newer) or set DSHLOOP_COMMAND to its path, or set DSHLOOP_URL to a dshloop you run; then restart DSH. ${fix}`;
@@ -844,6 +844,7 @@ function startFailure(command, spawnError, output, exit, logPath) {
     return `dshloop: this profile's dshloop needs Python 3.11 or newer (${command} said: ${last}). Reinstall dshloop with a newer Python, or set DSHLOOP_COMMAND to one that has it. ${fix}`;
   }
   if (/address already in use|Errno 98/i.test(output)) {
+    if (fixedPort) return `dshloop: port ${fixedPort} (DSHLOOP_PORT) is taken: free it, or set DSHLOOP_PORT to another port or unset it and restart DSH. ${fix}`;
     return `dshloop: the port chosen for this profile's dshloop was taken meanwhile; trying another (${last}).`;
   }
   return `dshloop: this profile's dshloop stopped (${exit}): ${last} (its log: ${logPath}). ${fix}`;
@@ -914,7 +915,7 @@ var OwnDshloop = class {
     while (!signal.aborted) {
       const dshUrl = await this.waitForDsh(signal);
       if (dshUrl === void 0) return;
-      const port = await freePort();
+      const port = this.options.port || await freePort();
       const url = `http://127.0.0.1:${port}`;
       const started = Date.now();
       const outcome = await this.runOnce(dshUrl, port, url, signal);
@@ -979,7 +980,7 @@ var OwnDshloop = class {
     const offset = this.logSize();
     const migrated = await this.once(["migrate", "--noinput", "-v", "0"], dshUrl);
     if (signal.aborted) return { why: "stopping" };
-    if (migrated.code !== 0) return { why: startFailure(command, migrated.error, this.logSince(offset), `migrate: ${migrated.exit}`, this.logPath) };
+    if (migrated.code !== 0) return { why: startFailure(command, migrated.error, this.logSince(offset), `migrate: ${migrated.exit}`, this.logPath, this.options.port) };
     const log = openSync(this.logPath, "a", 384);
     let child;
     try {
@@ -1013,7 +1014,7 @@ var OwnDshloop = class {
     }
     const end = await ended;
     if (signal.aborted) return { why: "stopping" };
-    if (end.error !== void 0 || !ready) return { why: startFailure(command, end.error, this.logSince(offset), end.exit, this.logPath), exitCode: end.code };
+    if (end.error !== void 0 || !ready) return { why: startFailure(command, end.error, this.logSince(offset), end.exit, this.logPath, this.options.port), exitCode: end.code };
     return { why: `dshloop: this profile's dshloop (pid ${String(child.pid)}) exited unexpectedly with ${end.exit}.`, exitCode: end.code };
   }
   async waitForHealth(url, signal) {
@@ -1201,6 +1202,9 @@ function profileDataDir(ctx, env = process.env) {
   if (ctx.baseUrl?.startsWith("file:")) return join2(fileURLToPath(ctx.baseUrl), "dshloop");
   return join2(env.DSH_HOME || join2(homedir(), ".dsh"), "profiles", "web", "dshloop");
 }
+function ownPort(port) {
+  return typeof port === "number" && Number.isInteger(port) && port > 0 && port < 65536 ? port : 0;
+}
 function apply(ctx, config = {}) {
   const external = externalUrl(config);
   const endpoint = {
@@ -1223,6 +1227,7 @@ function apply(ctx, config = {}) {
       dataDir: profileDataDir(ctx),
       dshUrl: () => ctx.webServer?.port ? `http://127.0.0.1:${ctx.webServer.port}` : void 0,
       token: made,
+      port: ownPort(config.port),
       // Also on DSH's own output: its terminal (or the launcher's log) is where a person looks
       // when the loops do not come, and DSH rc.8 does not print a plugin's logger there.
       logger: {
@@ -1412,5 +1417,6 @@ export {
   handleRpc,
   inject,
   name,
+  ownPort,
   profileDataDir
 };

@@ -41,6 +41,8 @@ export interface Config {
   readonly url?: string
   /** The profile's own dshloop: the `dshloop` command (the patch row: $DSHLOOP_COMMAND, else PATH's). */
   readonly command?: string
+  /** The profile's own dshloop's port (the patch row: $DSHLOOP_PORT); 0: a free one at each start. */
+  readonly port?: number
   /** How long one call to dshloop may take (seconds). */
   readonly timeoutSeconds?: number
   /** Ask the person before an agent creates a loop with session_id "new" (see docs/dsh.md). */
@@ -127,6 +129,11 @@ export function profileDataDir(ctx: Pick<HostContext, 'baseUrl'>, env: NodeJS.Pr
   return join(env.DSH_HOME || join(homedir(), '.dsh'), 'profiles', 'web', 'dshloop')
 }
 
+/** A port the person fixed for the profile's own dshloop, else 0: a free one at each start. */
+export function ownPort(port: unknown): number {
+  return typeof port === 'number' && Number.isInteger(port) && port > 0 && port < 65536 ? port : 0
+}
+
 export function apply(ctx: HostContext, config: Config = {}): void {
   const external = externalUrl(config)
   const endpoint: { url: string; token: string; timeoutMs: number } = {
@@ -150,6 +157,7 @@ export function apply(ctx: HostContext, config: Config = {}): void {
       dataDir: profileDataDir(ctx),
       dshUrl: () => (ctx.webServer?.port ? `http://127.0.0.1:${ctx.webServer.port}` : undefined),
       token: made,
+      port: ownPort(config.port),
       // Also on DSH's own output: its terminal (or the launcher's log) is where a person looks
       // when the loops do not come, and DSH rc.8 does not print a plugin's logger there.
       logger: {

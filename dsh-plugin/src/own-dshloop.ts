@@ -50,6 +50,8 @@ export interface OwnDshloopOptions {
   /** DSH's own URL once it listens (dshloop delivers there), else undefined. */
   readonly dshUrl: () => string | undefined
   readonly token: string
+  /** A fixed port (DSHLOOP_PORT) for a panel URL that stays put; 0 or absent: a free one each start. */
+  readonly port?: number
   readonly logger: Logger
   /** Where dshloop answers, each time it (re)starts on a port. */
   readonly onUrl: (url: string) => void
@@ -60,7 +62,7 @@ export interface OwnDshloopOptions {
  * One line for DSH's log, with the fix, from how a start failed: the spawn's error or the end of
  * what dshloop printed. Pure, for the unit tests.
  */
-export function startFailure(command: string, spawnError: string | undefined, output: string, exit: string, logPath: string): string {
+export function startFailure(command: string, spawnError: string | undefined, output: string, exit: string, logPath: string, fixedPort = 0): string {
   const fix = 'DSH Web keeps working, without loops, meanwhile.'
   if (spawnError === 'ENOENT') {
     return `dshloop: cannot start this profile's dshloop: no ${JSON.stringify(command)} command on DSH's PATH. ` +
@@ -75,6 +77,7 @@ export function startFailure(command: string, spawnError: string | undefined, ou
       `dshloop with a newer Python, or set DSHLOOP_COMMAND to one that has it. ${fix}`
   }
   if (/address already in use|Errno 98/i.test(output)) {
+    if (fixedPort) return `dshloop: port ${fixedPort} (DSHLOOP_PORT) is taken: free it, or set DSHLOOP_PORT to another port or unset it and restart DSH. ${fix}`
     return `dshloop: the port chosen for this profile's dshloop was taken meanwhile; trying another (${last}).`
   }
   return `dshloop: this profile's dshloop stopped (${exit}): ${last} (its log: ${logPath}). ${fix}`
@@ -157,7 +160,7 @@ export class OwnDshloop {
     while (!signal.aborted) {
       const dshUrl = await this.waitForDsh(signal)
       if (dshUrl === undefined) return
-      const port = await freePort()
+      const port = this.options.port || await freePort()
       const url = `http://127.0.0.1:${port}`
       const started = Date.now()
       const outcome = await this.runOnce(dshUrl, port, url, signal)
@@ -229,7 +232,7 @@ export class OwnDshloop {
     // Every start: a new database is made, an upgraded dshloop's new migrations applied.
     const migrated = await this.once(['migrate', '--noinput', '-v', '0'], dshUrl)
     if (signal.aborted) return { why: 'stopping' }
-    if (migrated.code !== 0) return { why: startFailure(command, migrated.error, this.logSince(offset), `migrate: ${migrated.exit}`, this.logPath) }
+    if (migrated.code !== 0) return { why: startFailure(command, migrated.error, this.logSince(offset), `migrate: ${migrated.exit}`, this.logPath, this.options.port) }
 
     const log = openSync(this.logPath, 'a', 0o600)
     let child: ChildProcess
@@ -262,7 +265,7 @@ export class OwnDshloop {
     }
     const end = await ended
     if (signal.aborted) return { why: 'stopping' }
-    if (end.error !== undefined || !ready) return { why: startFailure(command, end.error, this.logSince(offset), end.exit, this.logPath), exitCode: end.code }
+    if (end.error !== undefined || !ready) return { why: startFailure(command, end.error, this.logSince(offset), end.exit, this.logPath, this.options.port), exitCode: end.code }
     return { why: `dshloop: this profile's dshloop (pid ${String(child.pid)}) exited unexpectedly with ${end.exit}.`, exitCode: end.code }
   }
 

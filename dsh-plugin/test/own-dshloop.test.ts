@@ -36,6 +36,8 @@ test('a start that fails is one line with the fix, and says DSH Web keeps workin
 
   const taken = startFailure('dshloop', undefined, 'ERROR:    [Errno 98] error while attempting to bind on address (\'127.0.0.1\', 8000): address already in use\n', 'exit code 1', LOG)
   assert.match(taken, /port chosen for this profile's dshloop was taken meanwhile; trying another/)
+  const fixed = startFailure('dshloop', undefined, '[Errno 98] address already in use\n', 'exit code 1', LOG, 8000)
+  assert.match(fixed, /port 8000 \(DSHLOOP_PORT\) is taken: free it, or set DSHLOOP_PORT to another port or unset it/)
 
   const other = startFailure('dshloop', undefined, 'django.core.exceptions.ImproperlyConfigured: DSHLOOP_X is bad\n', 'exit code 1', LOG)
   assert.equal(other, `dshloop: this profile's dshloop stopped (exit code 1): django.core.exceptions.ImproperlyConfigured: DSHLOOP_X is bad (its log: ${LOG}). DSH Web keeps working, without loops, meanwhile.`)

@@ -42,6 +42,13 @@ def test_its_web_slots_and_channel_are_the_ones_the_code_uses():
     assert set(channel["endpoints"]) == handled
 
 
+def test_it_names_every_variable_the_plugin_reads():
+    patch = (PLUGIN / "cordis.patch.yml").read_text()
+    token = (PLUGIN / "src" / "token.ts").read_text()
+    read = set(re.findall(r"process\.env\.([A-Z_]+)", patch)) | set(re.findall(r"'(DSHLOOP_TOKEN_FD)'", token))
+    assert read <= set(MANIFEST["configuration"]["environment"]) and "DSHLOOP_PORT" in read
+
+
 def test_its_dsh_range_is_the_pinned_release():
     assert MANIFEST["engines"]["dsh"] == f">={DSH_VERSION} <0.1.0-rc.9"
 

@@ -1,9 +1,10 @@
 """`make run-dsh` (scripts/run-dsh.sh): the whole system on one machine, and Ctrl-C stops all of it.
 
 The script runs as a person runs it, in its own process group with its own var/ directory and
-ports, with the stub model as DSH's model: an agent's loop_list reaches dshloop through the plugin
-with the token the script wired, a `self` loop is possible at once, and a SIGINT to the group (what
-Ctrl-C sends) leaves no process behind.
+ports, with the stub model as DSH's model. DSH runs the profile's own dshloop (the plugin starts it,
+no dshloop address or token given to DSH): an agent's loop_list reaches it through the plugin, a
+`self` loop is possible at once, and a SIGINT to the group (what Ctrl-C sends) leaves no process
+behind, DSH's dshloop included.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.processes import wait_for
 from tests.test_serve import free_port
 
 from .conftest import agent_calls
+from .test_own_dshloop import processes_of
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh]
 
@@ -115,15 +117,24 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
         made_global = dsh.sessions()["dshloop-global"]
         assert made_global["blank"] is False
         assert made_global["projections"]["values"]["title"] == "dshloop: global interface"
+        data_dir = tmp_path / "var" / "dsh-home" / "profiles" / "web" / "dshloop"  # the profile's own
+        assert data_dir.stat().st_mode & 0o777 == 0o700 and (data_dir / "dshloop.sqlite3").is_file()
+        assert processes_of(str(data_dir))
         # Requests are not news: the terminal keeps what a person needs (the URLs, the admin line).
         assert "POST /api/tools/" not in log.read_text() and "GET /api/health" not in log.read_text()
 
-        # The token went over a pipe: DSH's environment names only the descriptor, and no file the
-        # script wrote holds anything token-shaped (dshloop's database keeps hashes).
+        # The token was made in DSH and went to dshloop over a pipe: neither DSH's environment nor
+        # dshloop's holds it or names a dshloop to connect to, and no file the script or they wrote
+        # holds anything token-shaped (dshloop's database keeps hashes).
         [dsh_pid] = [pid for pid in os.listdir("/proc") if pid.isdigit() and is_dsh_on(pid, dsh_port)]
-        environment = Path(f"/proc/{dsh_pid}/environ").read_bytes().split(b"\0")
-        assert b"DSHLOOP_TOKEN_FD=3" in environment
-        assert not [item for item in environment if TOKEN_SHAPE.search(item) or item.startswith(b"DSHLOOP_TOKEN=")]
+        for pid in [dsh_pid, *processes_of(str(data_dir))]:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert not [
+                item
+                for item in environment
+                if TOKEN_SHAPE.search(item) or item.startswith((b"DSHLOOP_TOKEN", b"DSHLOOP_URL="))
+            ]
+            assert not TOKEN_SHAPE.search(Path(f"/proc/{pid}/cmdline").read_bytes())
         assert not [
             path for path in (tmp_path / "var").rglob("*") if path.is_file() and TOKEN_SHAPE.search(path.read_bytes())
         ]
@@ -137,5 +148,8 @@ def test_run_dsh_wires_dsh_and_dshloop_and_ctrl_c_stops_everything(tmp_path, stu
             if leftover:
                 os.killpg(script.pid, signal.SIGKILL)
     assert not leftover, f"processes left after Ctrl-C:\n{log.read_text()[-3000:]}"
+    # DSH's dshloop went with it (its scheduler may take a few seconds more to finish stopping).
+    data_dir = str(tmp_path / "var" / "dsh-home" / "profiles" / "web" / "dshloop")
+    wait_for(lambda: not processes_of(data_dir), timeout=30, interval=0.2, message="DSH's dshloop to stop")
     assert "stopped DSH and dshloop" in log.read_text()
     assert "Traceback" not in log.read_text()
