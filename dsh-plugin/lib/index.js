@@ -824,6 +824,7 @@ import { join } from "node:path";
 var RESTART_BACKOFF_MS = [1e3, 2e3, 5e3, 1e4, 3e4];
 var HEALTHY_AFTER_MS = 6e4;
 var LOCK_HELD_EXIT = 75;
+var LOCK_HELD_QUICK_TRIES = 3;
 var LOCK_HELD_RETRY_MS = 3e4;
 var READY_TIMEOUT_MS = 12e4;
 var POLL_MS = 200;
@@ -907,6 +908,7 @@ var OwnDshloop = class {
   async supervise() {
     const signal = this.stopping.signal;
     let failures = 0;
+    let lockHeld = 0;
     let said;
     const say = (why, then = "") => {
       if (why !== said) this.options.logger.warn(`${why}${then}`);
@@ -921,10 +923,16 @@ var OwnDshloop = class {
       const outcome = await this.runOnce(dshUrl, port, url, signal);
       if (signal.aborted) return;
       if (outcome.exitCode === LOCK_HELD_EXIT) {
+        lockHeld += 1;
+        if (lockHeld < LOCK_HELD_QUICK_TRIES) {
+          await sleep(1e3, signal);
+          continue;
+        }
         say(`dshloop: another DSH runs this profile's dshloop (${this.options.dataDir}); this one starts none and its loop tools answer once that DSH stops and this one takes over`);
         await sleep(LOCK_HELD_RETRY_MS, signal);
         continue;
       }
+      lockHeld = 0;
       if (Date.now() - started >= HEALTHY_AFTER_MS) failures = 0;
       const delay = RESTART_BACKOFF_MS[Math.min(failures, RESTART_BACKOFF_MS.length - 1)] ?? 3e4;
       failures += 1;

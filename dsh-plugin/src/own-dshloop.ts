@@ -23,6 +23,7 @@ export const RESTART_BACKOFF_MS: readonly number[] = [1_000, 2_000, 5_000, 10_00
 const HEALTHY_AFTER_MS = 60_000
 /** `serve --lock-file` finds the lock held: another DSH of this profile runs its dshloop. */
 export const LOCK_HELD_EXIT = 75
+const LOCK_HELD_QUICK_TRIES = 3
 const LOCK_HELD_RETRY_MS = 30_000
 /** The first start migrates a new database (a few seconds); a slow machine gets room. */
 const READY_TIMEOUT_MS = 120_000
@@ -152,6 +153,7 @@ export class OwnDshloop {
   private async supervise(): Promise<void> {
     const signal = this.stopping.signal
     let failures = 0
+    let lockHeld = 0
     let said: string | undefined
     const say = (why: string, then = ''): void => {
       if (why !== said) this.options.logger.warn(`${why}${then}`) // a failure that repeats is said once
@@ -166,11 +168,19 @@ export class OwnDshloop {
       const outcome = await this.runOnce(dshUrl, port, url, signal)
       if (signal.aborted) return
       if (outcome.exitCode === LOCK_HELD_EXIT) {
+        // Right after a DSH restart the last DSH's dshloop may still be stopping (it holds the lock
+        // until its scheduler has stopped): a few quick tries before taking it for another DSH's.
+        lockHeld += 1
+        if (lockHeld < LOCK_HELD_QUICK_TRIES) {
+          await sleep(1_000, signal)
+          continue
+        }
         say(`dshloop: another DSH runs this profile's dshloop (${this.options.dataDir}); this one starts none and ` +
           'its loop tools answer once that DSH stops and this one takes over')
         await sleep(LOCK_HELD_RETRY_MS, signal)
         continue
       }
+      lockHeld = 0
       if (Date.now() - started >= HEALTHY_AFTER_MS) failures = 0
       const delay = RESTART_BACKOFF_MS[Math.min(failures, RESTART_BACKOFF_MS.length - 1)] ?? 30_000
       failures += 1

@@ -2,7 +2,7 @@
 `dsh web`, `dshloop` on its PATH) starts dshloop itself, its data in the profile's private
 directory, the token made in DSH and handed over on a pipe. An agent's loop comes back to it; a
 dshloop killed with -9 is restarted and the next occurrence arrives once; a second DSH on the
-profile starts no second scheduler; no agent's bash finds the token; DSH stopped, no dshloop
+profile starts no second scheduler; no agent's bash finds the token; DSH killed, no dshloop
 process remains. Without a `dshloop` to run, DSH's log says so in one line and DSH Web works on.
 """
 
@@ -145,12 +145,16 @@ def test_plain_dsh_runs_the_profiles_own_dshloop(tmp_path, stub_model, monkeypat
         found = set(re.findall(TOKEN_SHAPE, probe.text))
         assert CANARY in found and not {item for item in found if hash_token(item) in plugin_hashes}, probe.text
         assert agent_calls(dsh, "ses-own", "loop_list", {}).json()["loops"]  # the plugin still holds it
+
+        # DSH gone without a word (kill -9: no plugin disposal runs): its dshloop and that dshloop's
+        # scheduler go too, since the pipe on dshloop's stdin ends with DSH. (make run-dsh's test
+        # stops DSH politely, and the plugin stops dshloop itself.)
+        os.kill(dsh.pid, signal.SIGKILL)
+        wait_for(lambda: not processes_of(data_dir), timeout=30, interval=0.2, message="no dshloop process left")
     finally:
         if second is not None:
             second.stop()
         dsh.stop()
-    # DSH stopped: its dshloop and that dshloop's scheduler went with it.
-    wait_for(lambda: not processes_of(data_dir), timeout=30, interval=0.2, message="no dshloop process left")
 
 
 def test_without_a_dshloop_to_run_dsh_says_so_in_one_line_and_works_on(tmp_path, stub_model, monkeypatch):
