@@ -92,7 +92,7 @@ def test_dshloop_dsh_install_adds_the_plugin_this_dshloop_ships(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "dshloop", "dsh", "install", "--dsh", str(install), "--dsh-home", str(home)],
         env={key: value for key, value in os.environ.items() if not key.startswith(("DSH_", "DSHLOOP_DSH"))},
-        cwd=tmp_path,
+        cwd=REPO,  # `-m dshloop` is this checkout's, whatever the virtualenv has installed
         capture_output=True,
         text=True,
         timeout=120,
