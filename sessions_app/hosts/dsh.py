@@ -2,11 +2,15 @@
 wire itself in dsh_wire, turn outcomes in dsh_turns).
 
 What maps to what:
-- sessions <- `session.list` (all sessions, attached and persisted, newest first). The title is
+- the sessions (list_sessions) <- `session.list` (all sessions, attached and persisted, newest
+  first), which grows with the profile: only the list a person or an agent asks for reads it.
+- one session (a delivery's target, a tool call's caller, a status) <- calls that take its ID
+  (dsh_lookup): the tail of `session.history` (missing: `session-not-found`; its projections; a turn
+  still open), `subagent.list {parentSessionId}` (`parentAvailable`: a live agent), and once per
+  session and process `session.export`'s header (cwd, preset). The title is
   `projections.values.title`, DSH's own fold: a title the user set (`session.rename`) is pinned and
-  wins over a generated one; the source is only in the session's history, which is not read here.
-  Status: `running` from the list; otherwise idle when the session has a live agent in the host
-  (`subagent.list {parentSessionId}` -> `parentAvailable`), else cold (DSH-HOST.md §7).
+  wins over a generated one. Status: running when attached with a turn open; otherwise idle when
+  attached, else cold (DSH-HOST.md §7).
 - resume a cold session <- `session.create {sessionId, cwd}` with its recorded cwd: DSH keeps its
   stored preset and model (no override, spec §5).
 - `new` <- `session.create {sessionId, workspaceId, agentPreset}` in the workspace of the loop's
@@ -23,6 +27,8 @@ What maps to what:
 - a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
   whether a directory can be one <- `host.listDirectory {path}` (`directory-unreadable` if not);
   cancelling a turn <- `session.cancel`.
+- a batch's deliveries <- side by side into distinct sessions (dsh_lookup.side_by_side, CONCURRENCY
+  at a time), one session's in order; each as follows.
 - deliver <- with dshloop's plugin mounted (its channel answers `hello`): `POST /dshloop/deliver`,
   and the plugin sends the message to the session's live agent with a plugin source carrying the
   occurrence key as `deliveryKey` (contract §15), so that DSH Web draws a loop card; without it,
@@ -61,6 +67,7 @@ from .base import (
     TurnEnd,
     deliver_each,
 )
+from .dsh_lookup import header_of, side_by_side, turn_open
 from .dsh_models import read_session_model, select_model, selection_of
 from .dsh_turns import carries, stall_of, turn_end_of
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
@@ -79,6 +86,8 @@ CLOCK_MARGIN_MS = 10 * 60 * 1000
 # asks again whether it is there.
 PLUGIN_CHANNEL = "/dshloop"
 PLUGIN_RECHECK_SECONDS = 60.0
+# DSH calls one batch makes at once: its look-ups, and its deliveries into distinct sessions.
+CONCURRENCY = 16
 
 
 def fresh_run_extra_tools() -> list[str]:
@@ -112,7 +121,8 @@ INTRO_SECONDS = 30.0  # for its turn to start (about a second), then to end (one
 class DshHost:
     label = "DSH"
     capabilities = Capabilities(
-        delivery_batch=1,
+        # A batch's messages go to DSH side by side (deliver_many), CONCURRENCY at a time.
+        delivery_batch=16,
         transactional=False,
         turn_outcomes=True,
         workspaces=True,
@@ -127,6 +137,7 @@ class DshHost:
         self.global_session_id = global_session_id
         self._plugin = False
         self._plugin_checked_at: float | None = None
+        self._headers: dict[str, dict] = {}  # session ID -> its header (_header), this process's
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -144,9 +155,11 @@ class DshHost:
 
     def _info(self, item: dict, *, with_status: bool = True) -> SessionInfo:
         session_id = item["sessionId"]
+        # A session looked up by its ID (_find) says whether it is attached; a listed one is asked.
+        attached = item["attached"] if "attached" in item else with_status and self._attached(session_id)
         if item.get("running"):
             status = SessionStatus.RUNNING
-        elif with_status and self._attached(session_id):
+        elif attached:
             status = SessionStatus.IDLE
         else:
             status = SessionStatus.COLD
@@ -193,15 +206,54 @@ class DshHost:
         return sessions
 
     def _find(self, session_id: str) -> dict | None:
-        return next((item for item in self._items() if item["sessionId"] == session_id), None)
+        """One session as `session.list` shows it, asked of DSH for that session alone (dsh_lookup):
+        its cost does not grow with the profile. None when DSH has no such session."""
+        if not is_identifier(session_id):
+            return None  # no dshloop session has such an ID (as _items leaves them out)
+        try:
+            value = json_object(self.wire.call("session.history", {"sessionId": session_id, "maxMessages": 1}))
+        except DshError as exc:
+            if exc.code == "session-not-found":
+                return None
+            raise
+        entries = [json_object(entry).get("event") for entry in json_array(value.get("events"))]
+        tail = [event for event in entries if isinstance(event, dict)]
+        projections = json_object(value.get("projections"))
+        listed = json_object(json_object(projections.get("values")).get("sessionListMetadata"))
+        attached = self._attached(session_id)
+        header = self._header(session_id)
+        times = [event["time"] for event in tail if isinstance(event.get("time"), int)]
+        last_prompt = listed.get("lastPromptAt")
+        return {
+            "sessionId": session_id,
+            "running": attached and turn_open(tail),
+            "attached": attached,
+            "blank": listed["blank"] if isinstance(listed.get("blank"), bool) else False,
+            "updatedAt": last_prompt if isinstance(last_prompt, int) else min(times, default=header.get("createdAt")),
+            "cwd": header.get("cwd"),
+            "agentPreset": header.get("agentPreset"),
+            "projections": projections,
+        }
+
+    def _header(self, session_id: str) -> dict:
+        """The session's header (cwd, preset), which only session.list and session.export carry:
+        exported once per session and process, its log read without attaching it. The cwd never
+        changes, nor the preset once a turn has run (DSH switches a preset only while blank)."""
+        if session_id in self._headers:
+            return self._headers[session_id]
+        header = header_of(self.wire.get("/api/session.export", {"sessionId": session_id}))
+        if header and not header["blank"]:
+            self._headers[session_id] = header
+        return header
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         item = self._find(session_id)
         return None if item is None else self._info(item)
 
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
-        items = [item for item in self._items() if item["sessionId"] in session_ids]
-        sessions = {item["sessionId"]: self._info(item) for item in items}
+        ids = sorted(session_ids)
+        found = side_by_side(ids, self.get_session, workers=CONCURRENCY)
+        sessions = {session.session_id: session for session in found if session is not None}
         self._cache(list(sessions.values()))  # the panel shows a delivery's target by its title
         return sessions
 
@@ -342,8 +394,12 @@ class DshHost:
     # -- workspaces (base.Workspaces) -------------------------------------------------------------------
 
     def session_workspace(self, session_id: str) -> str:
-        item = self._find(session_id)
-        return json_string(item.get("cwd")) if item is not None else ""
+        try:
+            return json_string(self._header(session_id).get("cwd"))
+        except DshError as exc:
+            if exc.code == "session-not-found":
+                return ""
+            raise
 
     def workspaces(self) -> list[str]:
         value = self.wire.call("workspace.list", {})
@@ -422,15 +478,18 @@ class DshHost:
     def _deliver(self, message: Message) -> Delivered:
         """spec §6 adaptive delivery, at most once per occurrence (see the module docstring)."""
         session_id, source = message.session_id, message.source
-        session = self.get_session(session_id)
-        if session is None:
-            raise DshError(f"DSH has no session {session_id!r}.", code="session-not-found", transient=False)
-        delivery = "next_step" if session.status == SessionStatus.RUNNING else "next_turn"
+        # Its log is read first: a session DSH does not have is `session-not-found` there.
         where, message_id = self._find_occurrence(session_id, source)
+        delivery = "next_turn"
         if where == "absent":
             if self._plugin_delivers():
+                # The plugin sees the live agent, running or not, and says how it delivered.
                 delivery = self._deliver_through_plugin(message)
             else:
+                session = self.get_session(session_id)
+                if session is None:
+                    raise DshError(f"DSH has no session {session_id!r}.", code="session-not-found", transient=False)
+                delivery = "next_step" if session.status == SessionStatus.RUNNING else "next_turn"
                 self.wire.call(
                     "session.prompt",
                     {
@@ -502,7 +561,22 @@ class DshHost:
             time.sleep(CONFIRM_POLL)
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
-        return deliver_each(self, messages, one=self._deliver)  # with each message's summary, freshness
+        """Deliveries into distinct sessions go to DSH side by side, CONCURRENCY at a time, each
+        with its own exactly-once check; one session's messages go one after another, in order. A
+        batch takes as long as its slowest delivery (about a turn's start), not their sum."""
+        by_session: dict[str, list[int]] = {}
+        for index, message in enumerate(messages):
+            by_session.setdefault(message.session_id, []).append(index)
+        groups = list(by_session.values())
+
+        def deliver_group(indexes: list[int]) -> list[Delivered | HostError]:
+            return deliver_each(self, [messages[index] for index in indexes], one=self._deliver)
+
+        results: list[Delivered | HostError | None] = [None] * len(messages)
+        for indexes, delivered in zip(groups, side_by_side(groups, deliver_group, workers=CONCURRENCY), strict=True):
+            for index, result in zip(indexes, delivered, strict=True):
+                results[index] = result
+        return [result for result in results if result is not None]
 
     # -- turn outcomes (base.TurnOutcomes) ------------------------------------------------------------
 

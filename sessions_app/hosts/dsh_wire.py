@@ -66,6 +66,28 @@ class DshClient:
             self._pid = os.getpid()
         return self._client
 
+    def get(self, path: str, params: dict[str, str]) -> bytes:
+        """A plain `GET` (DSH's `session.export`, which is no RPC): its body, or a DshError; 404 is
+        `session-not-found`, the only thing DSH answers it for."""
+        try:
+            response = self.client.get(path, params=params)
+        except httpx.TimeoutException as exc:
+            raise DshError(
+                f"DSH did not answer {path} within {self.timeout:g} s.", transient=True, unreachable=True
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise DshError(
+                f"DSH is unreachable at {self.base_url} ({path}): {exc}", transient=True, unreachable=True
+            ) from exc
+        if response.status_code == 404:
+            raise DshError(f"DSH has nothing at {path} for {params}.", code="session-not-found", transient=False)
+        if response.status_code != 200:
+            detail = response.text.strip()[:300] or response.reason_phrase
+            raise DshError(
+                f"DSH answered {response.status_code} to {path}: {detail}", transient=response.status_code >= 500
+            )
+        return response.content
+
     def call(self, method: str, payload: dict, *, rpc_id: str | None = None, path: str = ""):
         """One `POST /api/<method>` (or `path`: a plugin's loopback channel, `/<channel>/<endpoint>`,
         which takes the same envelope); returns the value, or raises DshError (transient or not)."""
