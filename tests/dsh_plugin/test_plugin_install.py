@@ -33,6 +33,8 @@ def committed_plugin(into: Path) -> Path:
         ["git", "ls-files", "-z", "dsh-plugin"], cwd=REPO, check=True, capture_output=True
     ).stdout.split(b"\0")
     for name in filter(None, (item.decode() for item in listed)):
+        if not (REPO / name).exists():  # deleted and not committed yet: gone from the next commit
+            continue
         target = into / Path(name).relative_to("dsh-plugin")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / name, target)
