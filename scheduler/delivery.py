@@ -48,7 +48,7 @@ from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows, lease
 from loops.services.ends import loops_end
 from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
-from scheduler.prepare import Attempt, host_failed, prepare_batch, refused
+from scheduler.prepare import Attempt, NotAsExpected, host_failed, prepare_batch, refused
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import host_savepoint
 from sessions_app.hosts import get_host
@@ -142,10 +142,6 @@ def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> l
     return [delivered[run.run_id] if isinstance(item, Message) else item for run, item in prepared]
 
 
-class _NotAsExpected(Exception):
-    """The embedded host did not take every message of a batch whose records were written first."""
-
-
 # What recording a run changes on its row (_settle): put back when records written first are undone.
 _SETTLED = ("status", "error", "retry_at", "finished_at", "lease_until")
 
@@ -169,9 +165,9 @@ def _deliver_and_record(runs: list[RunRow], loops: dict[str, DeliveryLoop], host
         with transaction.atomic():
             _record(expected, loops, now, finish=False).save()  # before the inbox locks (Tally.save)
             if messages and any(isinstance(result, HostError) for result in host.deliver_many(messages)):
-                raise _NotAsExpected
+                raise NotAsExpected
     except Exception as exc:  # noqa: BLE001 - whatever it was, the careful order finds the one that fails
-        if not isinstance(exc, _NotAsExpected):
+        if not isinstance(exc, NotAsExpected):
             logger.warning("delivering a batch of %d raised (%s); delivering, then recording", len(runs), one_line(exc))
         for run, values in settled:
             for name, value in zip(_SETTLED, values, strict=True):

@@ -34,6 +34,11 @@ class Attempt:
     retry: bool = False  # transient: back to claimed, due again after a backoff
 
 
+class NotAsExpected(Exception):
+    """The embedded host did not take every message of a batch whose records were written first
+    (a delivery's or a claim's own): its savepoint is undone and the careful way taken instead."""
+
+
 def failure(run: RunRow, *, error: str, transient: bool) -> Attempt:
     if transient and run.attempt < MAX_ATTEMPTS:
         return Attempt(run, error=error, retry=True)

@@ -167,13 +167,13 @@ def test_sqlite_claim_is_a_compare_and_swap(create, monkeypatch):
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL locks the claimed rows instead of compare-and-swap")
     create(every(10))
-    real_advance = claims._advance
+    real_advance = claims.advance
 
     def another_clock_claims_it_first(row, now):
         Loop.objects.filter(loop_id=row.loop_id).update(state=LoopState.RUNNING, next_at=T0 + s(20))
         return real_advance(row, now)
 
-    monkeypatch.setattr(claims, "_advance", another_clock_claims_it_first)
+    monkeypatch.setattr(claims, "advance", another_clock_claims_it_first)
     assert claim(T0 + s(10)) == []
     assert not LoopRun.objects.exists() and not OrmQ.objects.exists()
 

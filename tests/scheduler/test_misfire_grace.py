@@ -391,13 +391,13 @@ def test_sqlite_a_loop_another_clock_claimed_first_is_not_skipped_twice(create, 
     if connection.vendor == "postgresql":
         pytest.skip("PostgreSQL locks the claimed rows instead of compare-and-swap")
     loop = create(every(HOURS_6))
-    real_advance = claims._advance
+    real_advance = claims.advance
 
     def another_clock_takes_it_first(row, now):
         Loop.objects.filter(loop_id=row.loop_id).update(next_at=T0 + s(18 * 3600))
         return real_advance(row, now)
 
-    monkeypatch.setattr(claims, "_advance", another_clock_takes_it_first)
+    monkeypatch.setattr(claims, "advance", another_clock_takes_it_first)
     with captured_log(caplog, "dshloop.clock"):
         assert claim(T0 + s(13 * 3600)) == []
 
