@@ -1,8 +1,9 @@
 """A real DSH rc.8 with dshloop's plugin (dsh-plugin/) installed, a stub model, and a real dshloop.
 
 Per test module: one stub model (tests/stub_model.py) and one DSH whose DSH_HOME has the plugin
-(scripts/install-dsh-plugin.sh), started as scripts/run-dsh.sh starts it: DSHLOOP_URL in its
-environment, the token on a pipe (DSHLOOP_TOKEN_FD), never in the environment.
+(scripts/install-dsh-plugin.sh), started as a launcher connects it to an external dshloop:
+DSHLOOP_URL in its environment, the token on a pipe (DSHLOOP_TOKEN_FD), never in the environment.
+(The profile's own dshloop, which the plugin starts without DSHLOOP_URL: test_own_dshloop.py.)
 Per test: a real `manage.py serve` (the API and its `runloops` scheduler) with DSHLOOP_HOST=dsh on
 that URL, and the token's row in the test database. A DSH boots in ~2 s: sharing one per module
 keeps these tests few seconds each.
