@@ -862,11 +862,13 @@ function freePort() {
   });
 }
 var sleep = (ms, signal) => new Promise((resolve) => {
-  const timer = setTimeout(resolve, ms);
-  signal.addEventListener("abort", () => {
+  const wake = () => {
     clearTimeout(timer);
+    signal.removeEventListener("abort", wake);
     resolve();
-  }, { once: true });
+  };
+  const timer = setTimeout(wake, ms);
+  signal.addEventListener("abort", wake, { once: true });
 });
 function exitWords(code, signal) {
   return signal !== null ? `signal ${signal}` : `exit code ${String(code)}`;
@@ -874,6 +876,7 @@ function exitWords(code, signal) {
 var OwnDshloop = class {
   stopping = new AbortController();
   child;
+  bootstrapping;
   running;
   logPath;
   options;
@@ -890,6 +893,7 @@ var OwnDshloop = class {
   }
   async stop() {
     this.stopping.abort();
+    this.bootstrapping?.kill("SIGTERM");
     const child = this.child;
     if (child !== void 0 && child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once("exit", () => resolve()));
@@ -1060,6 +1064,7 @@ var OwnDshloop = class {
       const child = spawn(this.options.command, ["bootstrap"], { stdio: ["ignore", "ignore", log], env: { ...this.env(), DSHLOOP_DSH_URL: dshUrl } });
       child.on("error", () => {
       });
+      this.bootstrapping = child;
     } finally {
       closeSync(log);
     }

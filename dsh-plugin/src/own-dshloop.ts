@@ -97,12 +97,15 @@ export function freePort(): Promise<number> {
   })
 }
 
+// The listener goes when the timer fires: the polls below sleep thousands of times on one signal.
 const sleep = (ms: number, signal: AbortSignal): Promise<void> => new Promise(resolve => {
-  const timer = setTimeout(resolve, ms)
-  signal.addEventListener('abort', () => {
+  const wake = (): void => {
     clearTimeout(timer)
+    signal.removeEventListener('abort', wake)
     resolve()
-  }, { once: true })
+  }
+  const timer = setTimeout(wake, ms)
+  signal.addEventListener('abort', wake, { once: true })
 })
 
 /** How a child ended, in words. */
@@ -113,6 +116,7 @@ function exitWords(code: number | null, signal: NodeJS.Signals | null): string {
 export class OwnDshloop {
   private readonly stopping = new AbortController()
   private child: ChildProcess | undefined
+  private bootstrapping: ChildProcess | undefined
   private running: Promise<void> | undefined
   private readonly logPath: string
   private readonly options: OwnDshloopOptions
@@ -133,6 +137,7 @@ export class OwnDshloop {
 
   async stop(): Promise<void> {
     this.stopping.abort()
+    this.bootstrapping?.kill('SIGTERM') // a first turn it waits for would outlive DSH otherwise
     const child = this.child
     if (child !== undefined && child.exitCode === null && child.signalCode === null) {
       const exited = new Promise<void>(resolve => child.once('exit', () => resolve()))
@@ -317,6 +322,7 @@ export class OwnDshloop {
       // Its stdout (a first admin password and API token) is not kept: nothing secret at rest here.
       const child = spawn(this.options.command, ['bootstrap'], { stdio: ['ignore', 'ignore', log], env: { ...this.env(), DSHLOOP_DSH_URL: dshUrl } })
       child.on('error', () => {})
+      this.bootstrapping = child
     } finally {
       closeSync(log)
     }
