@@ -30,7 +30,7 @@ __export(index_exports, {
   openLoopsTab: () => openLoopsTab
 });
 module.exports = __toCommonJS(index_exports);
-var import_react3 = require("react");
+var import_react4 = require("react");
 
 // src/status.ts
 function summarize(loops) {
@@ -106,7 +106,7 @@ function runWords(run) {
   if (run.outcome === "failed" || run.outcome === "cancelled") {
     return { text: `${run.outcome}${run.error ? `: ${run.error}` : ""}`, failed: true };
   }
-  if (run.status === "delivered") return { text: "delivered, turn running", failed: false };
+  if (run.status === "delivered") return { text: "turn running", failed: false };
   return { text: "delivering", failed: false };
 }
 function loopMark(loop) {
@@ -163,8 +163,8 @@ var CardStore = class {
     this.schedule(CARD_REFRESH_MS);
   }
 };
-function LoopCard({ source, text, store, fault: fault3, openLoop }) {
-  if (fault3) throw new Error("dshloop: a fault forced into the loop card (DSHLOOP_FAULT)");
+function LoopCard({ source, text, store, fault: fault2, openLoop }) {
+  if (fault2) throw new Error("dshloop: a fault forced into the loop card (DSHLOOP_FAULT)");
   const [, setVersion] = (0, import_react.useState)(0);
   const [open, setOpen] = (0, import_react.useState)(false);
   (0, import_react.useEffect)(() => store.watch(source.loopId, () => setVersion((version) => version + 1)), [store, source.loopId]);
@@ -181,7 +181,7 @@ function LoopCard({ source, text, store, fault: fault3, openLoop }) {
       ...source.notice ? { "data-dshloop-notice": source.loopId } : {},
       ...failed ? { "data-dshloop-mark": "failed" } : {},
       ...mark !== void 0 ? { "data-dshloop-loop-mark": mark } : {},
-      style: { ...CARD, ...failed ? { borderColor: "#d92d20" } : {} }
+      style: { ...CARD, ...failed ? { borderColor: "var(--dsw-alias-state-error-primary, #d92d20)" } : {} }
     },
     (0, import_react.createElement)(
       "div",
@@ -222,24 +222,10 @@ function LoopCard({ source, text, store, fault: fault3, openLoop }) {
     open ? (0, import_react.createElement)("pre", { style: PRE }, text) : null
   );
 }
-var CardBoundary = class extends import_react.Component {
-  constructor(props) {
-    super(props);
-    this.state = { failed: false };
-  }
-  static getDerivedStateFromError() {
-    return { failed: true };
-  }
-  componentDidCatch(error) {
-    console.error("dshloop: a loop card failed; DSH draws its own row instead", error);
-  }
-  render() {
-    return this.state.failed ? this.props.fallback() : this.props.children;
-  }
-};
 var CARD = {
-  border: "1px solid rgba(127, 127, 127, 0.35)",
-  borderRadius: "8px",
+  border: "1px solid var(--dsw-alias-border-l2, rgba(127, 127, 127, 0.35))",
+  borderRadius: "12px",
+  background: "var(--dsw-alias-bg-layer-1, transparent)",
   padding: "8px 10px",
   margin: "4px 0",
   fontSize: "13px",
@@ -251,14 +237,14 @@ var CARD = {
 var ROW = { display: "flex", flexWrap: "wrap", gap: "6px", alignItems: "baseline" };
 var ICON = { opacity: 0.7 };
 var TITLE = { fontWeight: 600 };
-var MUTED = { opacity: 0.75, fontSize: "12px" };
-var FAILED = { color: "#d92d20", fontWeight: 600 };
+var MUTED = { color: "var(--dsw-alias-label-secondary, inherit)", fontSize: "12px" };
+var FAILED = { color: "var(--dsw-alias-state-error-primary, #d92d20)", fontWeight: 600 };
 var LINK = { color: "inherit", fontSize: "12px" };
 var BUTTON = { font: "inherit", fontSize: "12px", background: "none", border: "none", padding: 0, cursor: "pointer", textDecoration: "underline", color: "inherit" };
 var PRE = { whiteSpace: "pre-wrap", fontSize: "12px", margin: "6px 0 0", opacity: 0.85 };
 
 // src/client/panel.ts
-var import_react2 = require("react");
+var import_react3 = require("react");
 
 // src/loops-view.ts
 var AWAITING_APPROVAL = "awaiting approval";
@@ -273,6 +259,13 @@ function targetWords(sessionId, titles) {
   if (sessionId === "self" || sessionId === "new") return sessionId;
   const title = titles[sessionId];
   return title ? `${title} (${sessionId})` : sessionId;
+}
+function keepOrder(shown, loops) {
+  if (shown === void 0) return [...loops];
+  const place = new Map(shown.map((loopId, index) => [loopId, index]));
+  const known = loops.filter((loop) => place.has(loop.loop_id));
+  known.sort((a, b) => (place.get(a.loop_id) ?? 0) - (place.get(b.loop_id) ?? 0));
+  return [...known, ...loops.filter((loop) => !place.has(loop.loop_id))];
 }
 function preview(prompt, limit = 120) {
   const line = prompt.replace(/\s+/g, " ").trim();
@@ -388,9 +381,21 @@ function endsOf(form) {
   const maxRuns = count === "" ? null : /^\d{1,10}$/.test(count) ? Number(count) : count;
   return { ends_at: endsAt, max_runs: maxRuns };
 }
+function nextWords(loop, now) {
+  if (loop.next_at === void 0) return void 0;
+  const failures = loop.consecutive_failures ?? 0;
+  const held = failures > 0 && loop.state !== "paused" && loop.state !== "completed";
+  return `next ${countdown(loop.next_at, now)}${held ? ` \xB7 held back after ${failures === 1 ? "a failed run" : `${failures} failed runs in a row`}` : ""}`;
+}
+function lastRunWords(loop, now) {
+  if (loop.last_run_at === void 0) return void 0;
+  return `last run ${ago(loop.last_run_at, now)}${loop.last_result === "failed" ? " \xB7 failed" : ""}`;
+}
 function endsWords(loop, now) {
   const parts = [];
-  if (loop.max_runs != null) parts.push(`after ${loop.max_runs} runs (${loop.runs_delivered ?? 0} so far)`);
+  if (loop.max_runs != null) {
+    parts.push(`after ${loop.max_runs} scheduled runs (${loop.runs_delivered ?? 0} so far; Run now and Retry do not count)`);
+  }
   if (loop.ends_at != null) parts.push(loop.ends_at > now ? `in ${duration(Math.round((loop.ends_at - now) / 1e3))}` : "now");
   return parts.length === 0 ? void 0 : `ends ${parts.join(" or ")}`;
 }
@@ -466,11 +471,9 @@ function formFieldOf(field, form) {
   return known.includes(head) ? head : void 0;
 }
 
-// src/client/panel.ts
-var PANEL_REFRESH_MS = 3e3;
-var TICK_MS = 1e3;
-var TYPING_MS = 300;
-var PanelError = class extends Error {
+// src/client/runtime.ts
+var CHANNEL = "/dshloop";
+var RpcError = class extends Error {
   code;
   field;
   constructor(code, message, field) {
@@ -478,7 +481,180 @@ var PanelError = class extends Error {
     this.code = code;
     this.field = field;
   }
+  /** dshloop or the host half could not be reached, as opposed to refusing. */
+  get unreachable() {
+    return this.code === "unreachable" || this.code === "timeout";
+  }
 };
+function unwrap(result, missing) {
+  const answer = result;
+  const refused = answer?.ok === true ? answer.value?.refused : answer?.error;
+  if (answer?.ok === true && refused === void 0 && answer.value !== void 0) return answer.value;
+  const field = refused?.field;
+  throw new RpcError(refused?.code ?? "internal", refused?.message ?? missing, typeof field === "string" ? field : void 0);
+}
+function endpoint(call, name2, missing) {
+  return async (payload) => unwrap(await call(CHANNEL, name2, payload), missing);
+}
+function errorText(error) {
+  return error instanceof Error ? error.message : String(error);
+}
+function pageHidden() {
+  return typeof document !== "undefined" && document.hidden;
+}
+function poll({ load, every, onValue, onError, skip = pageHidden, timers = TIMERS }) {
+  let stopped = false;
+  let handle;
+  const round = async () => {
+    if (!skip()) {
+      try {
+        const value = await load();
+        if (!stopped) onValue(value);
+      } catch (error) {
+        if (!stopped) onError(error);
+      }
+    }
+    if (!stopped) handle = timers.set(() => void round(), every);
+  };
+  void round();
+  return () => {
+    stopped = true;
+    if (handle !== void 0) timers.clear(handle);
+  };
+}
+var TIMERS = {
+  set: (callback, ms) => setTimeout(callback, ms),
+  clear: (handle) => clearTimeout(handle)
+};
+function fault() {
+  const value = globalThis.DSHLOOP_FAULT;
+  return typeof value === "string" ? value : "";
+}
+
+// src/client/ui.ts
+var import_react2 = require("react");
+var loaded;
+function primitives() {
+  if (loaded === void 0) {
+    try {
+      loaded = require("@deepseek-ai/dsh-client-ui-primitives");
+      if (typeof loaded?.Button !== "function") loaded = null;
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded;
+}
+function Button(variant, props, ...children) {
+  const ui = primitives();
+  const className = ["dshloop-button", props.className].filter(Boolean).join(" ");
+  if (ui !== null) return (0, import_react2.createElement)(ui.Button, { variant, size: "sm", ...props, className }, ...children);
+  return (0, import_react2.createElement)("button", { type: "button", ...props, className: `${className} dshloop-button--${variant}` }, ...children);
+}
+function Badge(tone, props, text) {
+  const ui = primitives();
+  const className = ["dshloop-badge", tone ? `dshloop-badge--${tone}` : "", props.className].filter(Boolean).join(" ");
+  const dot = tone !== void 0 && ui !== null ? (0, import_react2.createElement)(ui.StateDot, { state: tone, size: 8 }) : null;
+  if (ui !== null) return (0, import_react2.createElement)("span", { ...props, className }, (0, import_react2.createElement)(ui.Pill, null, dot, text));
+  return (0, import_react2.createElement)("span", { ...props, className }, text);
+}
+function Hint(label, child) {
+  const ui = primitives();
+  return ui === null ? child : (0, import_react2.createElement)(ui.Tooltip, { label, delayMs: 400 }, child);
+}
+var STYLE_ID = "dshloop-styles";
+var CSS2 = String.raw`
+.dshloop-panel,.dshloop-panel *{box-sizing:border-box}
+.dshloop-panel{width:100%;max-width:100%;min-width:0;padding:16px;color:var(--dsw-alias-label-primary,CanvasText);font-family:var(--dsw-font-family,system-ui);font-size:13px;line-height:20px;overflow-wrap:anywhere}
+.dshloop-header{display:flex;flex-wrap:wrap;gap:8px;align-items:center;margin-bottom:12px}
+.dshloop-title{font-size:16px;line-height:24px;font-weight:600;flex:1 1 auto;min-width:0}
+.dshloop-row{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;min-width:0}
+.dshloop-card{border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.35));border-radius:12px;background:var(--dsw-alias-bg-layer-1,transparent);padding:12px 14px;margin:8px 0;min-width:0}
+.dshloop-card--failing{border-color:color-mix(in srgb,var(--dsw-alias-state-error-primary,#d92d20) 55%,var(--dsw-alias-border-l2,transparent))}
+.dshloop-name{font:inherit;font-weight:600;font-size:14px;background:none;border:none;padding:0;color:inherit;cursor:pointer;text-align:left;min-width:0;flex:1 1 12em}
+.dshloop-name:hover{color:var(--dsw-alias-state-business-primary,inherit)}
+.dshloop-meta{color:var(--dsw-alias-label-secondary,inherit);font-size:12px;line-height:18px}
+.dshloop-muted{color:var(--dsw-alias-label-tertiary,inherit)}
+.dshloop-error{color:var(--dsw-alias-state-error-primary,#b42318);font-size:12px;line-height:18px}
+.dshloop-section{font-size:12px;font-weight:600;color:var(--dsw-alias-label-secondary,inherit);margin:16px 0 4px}
+.dshloop-actions{display:flex;flex-wrap:wrap;gap:6px;margin-top:8px}
+.dshloop-button{max-width:100%}
+.dshloop-button--outline{border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));background:transparent;color:inherit;border-radius:14px;padding:0 10px;height:28px;font:inherit;font-size:12px;cursor:pointer}
+.dshloop-button--primary{border:none;background:var(--dsw-alias-button-primary-fill,#333);color:var(--dsw-alias-label-primary-foreground,#fff);border-radius:14px;padding:0 12px;height:28px;font:inherit;font-size:12px;font-weight:600;cursor:pointer}
+.dshloop-button--ghost{border:none;background:transparent;color:inherit;border-radius:14px;padding:0 10px;height:28px;font:inherit;font-size:12px;cursor:pointer}
+.dshloop-button.dshloop-danger{color:var(--dsw-alias-state-error-primary,#b42318)}
+.dshloop-badge{display:inline-flex;flex:none;font-size:12px}
+.dshloop-badge--error{color:var(--dsw-alias-state-error-primary,#b42318)}
+.dshloop-badge--error>*{color:var(--dsw-alias-state-error-primary,#b42318)}
+.dshloop-badge--warning>*{color:var(--dsw-alias-state-warn-label,inherit)}
+.dshloop-field{display:grid;gap:4px;min-width:0;font-size:12px;color:var(--dsw-alias-label-secondary,inherit)}
+.dshloop-input{display:block;width:100%;max-width:100%;min-width:0;height:32px;padding:0 8px;border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));border-radius:8px;background:var(--dsw-alias-bg-layer-1,transparent);color:var(--dsw-alias-label-primary,inherit);font:inherit;font-size:13px;outline:none}
+textarea.dshloop-input{height:auto;min-height:72px;padding:6px 8px;resize:vertical}
+.dshloop-input:focus{border-color:var(--dsw-alias-state-business-primary,Highlight)}
+.dshloop-filters{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:8px}
+.dshloop-form{display:grid;gap:10px;min-width:0}
+.dshloop-run{display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center;padding:6px 8px;margin:0 -8px;border-radius:8px;font-size:12px;line-height:18px;min-width:0}
+button.dshloop-run{width:calc(100% + 16px);border:none;background:none;color:inherit;font:inherit;font-size:12px;text-align:left;cursor:pointer}
+button.dshloop-run:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12))}
+.dshloop-overlay{position:fixed;inset:0;z-index:1000;pointer-events:auto;background:var(--dsw-alias-bg-mask-1,rgba(0,0,0,.35));display:flex;justify-content:center;align-items:flex-start;padding:min(6vh,48px) 0 0}
+.dshloop-dialog{background:var(--dsw-alias-bg-base,Canvas);color:var(--dsw-alias-label-primary,CanvasText);width:min(960px,100vw);max-height:calc(100vh - min(6vh,48px));overflow-y:auto;border:1px solid var(--dsw-alias-border-l2,transparent);border-radius:16px;box-shadow:var(--dsw-shadow-lv3,0 8px 32px rgba(0,0,0,.25))}
+.dshloop-sidebar-action{display:flex;align-items:center;gap:8px;width:100%;height:32px;padding:0 8px;border:none;border-radius:8px;background:transparent;color:var(--dsw-alias-label-secondary,inherit);font:inherit;font-size:13px;cursor:pointer;text-align:left}
+.dshloop-sidebar-action:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12));color:var(--dsw-alias-label-primary,inherit)}
+.dshloop-sidebar-action--rail{justify-content:center;width:36px;height:36px;padding:0;margin:0 auto}
+.dshloop-sidebar-action svg{flex:none}
+@media (max-width:560px){.dshloop-panel{padding:12px}.dshloop-dialog{border-radius:0;border:none;max-height:100vh}.dshloop-overlay{padding:0}}
+`;
+function installStyles() {
+  if (typeof document === "undefined" || document.getElementById(STYLE_ID) !== null) return () => void 0;
+  const style = document.createElement("style");
+  style.id = STYLE_ID;
+  style.textContent = CSS2;
+  document.head.append(style);
+  return () => style.remove();
+}
+function usePoll(load, every, onValue, onError, deps) {
+  const handlers = (0, import_react2.useRef)({ load, onValue, onError });
+  handlers.current = { load, onValue, onError };
+  (0, import_react2.useEffect)(() => poll({
+    load: () => handlers.current.load(),
+    every,
+    onValue: (value) => handlers.current.onValue(value),
+    onError: (error) => handlers.current.onError(error)
+  }), deps);
+}
+var Boundary = class extends import_react2.Component {
+  constructor(props) {
+    super(props);
+    this.state = { error: void 0 };
+  }
+  static getDerivedStateFromError(error) {
+    return { error: errorText(error) };
+  }
+  componentDidCatch(error) {
+    console.error(`dshloop: ${this.props.label} failed`, error);
+  }
+  render() {
+    return this.state.error === void 0 ? this.props.children : this.props.fallback(this.state.error);
+  }
+};
+function LoopIcon(size) {
+  return (0, import_react2.createElement)(
+    "svg",
+    { width: size, height: size, viewBox: "0 0 16 16", fill: "none", "aria-hidden": "true" },
+    (0, import_react2.createElement)("path", {
+      d: "M13.5 8a5.5 5.5 0 1 1-1.61-3.89M13.5 2.5v3h-3",
+      stroke: "currentColor",
+      strokeWidth: 1.3,
+      strokeLinecap: "round",
+      strokeLinejoin: "round"
+    })
+  );
+}
+
+// src/client/panel.ts
+var PANEL_REFRESH_MS = 3e3;
+var TICK_MS = 1e3;
+var TYPING_MS = 300;
 var NO_FILTERS = { state: "", target: "", session: "", q: "" };
 function focusFilters(focus) {
   return { ...NO_FILTERS, q: focus.loopId, ...focus.state === "completed" ? { state: "completed" } : {} };
@@ -500,70 +676,62 @@ var TARGET_OPTIONS = [
   ["session", "An existing session"]
 ];
 function LoopsPanel(props) {
-  return (0, import_react2.createElement)(PanelBoundary, { scope: props.scope }, (0, import_react2.createElement)(PanelBody, props));
-}
-function fault() {
-  return globalThis.DSHLOOP_FAULT === "panel";
+  return (0, import_react3.createElement)(Boundary, {
+    label: "the Loops panel",
+    fallback: (error) => (0, import_react3.createElement)(
+      "div",
+      { "data-dshloop-panel": props.scope, "data-dshloop-error": "panel", className: "dshloop-panel dshloop-error" },
+      `The Loops panel failed: ${error}. DSH works as before; dshloop's own panel shows the same loops.`
+    )
+  }, (0, import_react3.createElement)(PanelBody, props));
 }
 function PanelBody({ scope, deps, onClose, focus }) {
-  if (fault()) throw new Error("dshloop: a fault forced into the Loops panel (DSHLOOP_FAULT)");
+  if (fault() === "panel") throw new Error("dshloop: a fault forced into the Loops panel (DSHLOOP_FAULT)");
   const current = scope === "global" ? void 0 : scope;
-  const [filters, setFilters] = (0, import_react2.useState)(focus === void 0 ? NO_FILTERS : focusFilters(focus));
-  const [list, setList] = (0, import_react2.useState)(void 0);
-  const [listError, setListError] = (0, import_react2.useState)(void 0);
-  const [version, setVersion] = (0, import_react2.useState)(0);
-  const [now, setNow] = (0, import_react2.useState)(() => Date.now());
-  const [openId, setOpenId] = (0, import_react2.useState)(focus?.loopId);
-  const [history, setHistory] = (0, import_react2.useState)(void 0);
-  const [form, setForm] = (0, import_react2.useState)(void 0);
-  const [delivered, setDelivered] = (0, import_react2.useState)(void 0);
-  const [sessions, setSessions] = (0, import_react2.useState)(void 0);
-  const [notices, setNotices] = (0, import_react2.useState)({});
-  const [confirming, setConfirming] = (0, import_react2.useState)(void 0);
+  const [filters, setFilters] = (0, import_react3.useState)(focus === void 0 ? NO_FILTERS : focusFilters(focus));
+  const [list, setList] = (0, import_react3.useState)(void 0);
+  const [listError, setListError] = (0, import_react3.useState)(void 0);
+  const [version, setVersion] = (0, import_react3.useState)(0);
+  const [now, setNow] = (0, import_react3.useState)(() => Date.now());
+  const [openId, setOpenId] = (0, import_react3.useState)(focus?.loopId);
+  const [history, setHistory] = (0, import_react3.useState)(void 0);
+  const [form, setForm] = (0, import_react3.useState)(void 0);
+  const [delivered, setDelivered] = (0, import_react3.useState)(void 0);
+  const [sessions, setSessions] = (0, import_react3.useState)(void 0);
+  const [notices, setNotices] = (0, import_react3.useState)({});
+  const [confirming, setConfirming] = (0, import_react3.useState)(void 0);
   const refresh = () => setVersion((value) => value + 1);
-  const [q, setQ] = (0, import_react2.useState)(focus?.loopId ?? "");
-  (0, import_react2.useEffect)(() => {
+  const [q, setQ] = (0, import_react3.useState)(focus?.loopId ?? "");
+  (0, import_react3.useEffect)(() => {
     const timer = setTimeout(() => setQ(filters.q.trim()), TYPING_MS);
     return () => clearTimeout(timer);
   }, [filters.q]);
-  (0, import_react2.useEffect)(() => {
-    let stopped = false;
-    let timer;
-    const poll = async () => {
-      if (typeof document === "undefined" || !document.hidden) {
-        try {
-          const asked = { ...filters, q, ...current === void 0 ? {} : { session: current } };
-          const answer = await deps.rpc({ op: "list", ...asked });
-          if (!stopped) {
-            setList(answer);
-            setListError(void 0);
-          }
-          if (current !== void 0) {
-            const delivered2 = await deps.rpc({ op: "delivered", sessionId: current });
-            if (!stopped) setDelivered(delivered2.runs);
-          }
-          if (openId !== void 0) {
-            const more = await deps.rpc({ op: "loop", loopId: openId });
-            if (!stopped) setHistory({ loopId: openId, runs: more.runs, events: more.events });
-          }
-        } catch (error) {
-          if (!stopped) setListError(error instanceof Error ? error.message : String(error));
-        }
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), PANEL_REFRESH_MS);
-    };
-    void poll();
-    return () => {
-      stopped = true;
-      if (timer !== void 0) clearTimeout(timer);
-    };
-  }, [deps, current, filters.state, filters.target, filters.session, q, openId, version]);
-  (0, import_react2.useEffect)(() => {
+  const shown = (0, import_react3.useRef)(void 0);
+  const resort = () => {
+    shown.current = void 0;
+    refresh();
+  };
+  usePoll(async () => {
+    const asked = { ...filters, q, ...current === void 0 ? {} : { session: current } };
+    const answer = await deps.rpc({ op: "list", ...asked });
+    const loops = keepOrder(shown.current, answer.loops);
+    shown.current = loops.map((loop) => loop.loop_id);
+    const unsorted = loops.some((loop, index) => answer.loops[index]?.loop_id !== loop.loop_id);
+    setList({ ...answer, loops, unsorted });
+    setListError(void 0);
+    if (current !== void 0) setDelivered((await deps.rpc({ op: "delivered", sessionId: current })).runs);
+    if (openId !== void 0) {
+      const more = await deps.rpc({ op: "loop", loopId: openId });
+      setHistory({ loopId: openId, runs: more.runs, events: more.events });
+    }
+  }, PANEL_REFRESH_MS, () => void 0, (error) => setListError(errorText(error)), [deps, current, openId, version]);
+  (0, import_react3.useEffect)(() => resort(), [filters.state, filters.target, filters.session, q]);
+  (0, import_react3.useEffect)(() => {
     const ticker = setInterval(() => setNow(Date.now()), TICK_MS);
     return () => clearInterval(ticker);
   }, []);
   const needSessions = form !== void 0 || current === void 0;
-  (0, import_react2.useEffect)(() => {
+  (0, import_react3.useEffect)(() => {
     if (!needSessions || sessions !== void 0) return;
     deps.rpc({ op: "sessions" }).then((answer) => setSessions(answer.sessions ?? [])).catch(() => setSessions([]));
   }, [deps, needSessions, sessions]);
@@ -581,7 +749,7 @@ function PanelBody({ scope, deps, onClose, focus }) {
       await deps.rpc({ op: opOf(loop, action), loopId: loop.loop_id });
       setNotices((previous) => ({ ...previous, [loop.loop_id]: "" }));
     } catch (error) {
-      setNotices((previous) => ({ ...previous, [loop.loop_id]: error instanceof Error ? error.message : String(error) }));
+      setNotices((previous) => ({ ...previous, [loop.loop_id]: errorText(error) }));
     }
     refresh();
   };
@@ -594,10 +762,10 @@ function PanelBody({ scope, deps, onClose, focus }) {
         await deps.rpc({ op: "edit", loopId: form.loop.loop_id, changes: toChanges(form.values, form.loop, current) });
       }
       setForm(void 0);
-      refresh();
+      resort();
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      const field = error instanceof FormError ? error.field : formFieldOf(error instanceof PanelError ? error.field : void 0, form.values);
+      const message = errorText(error);
+      const field = error instanceof FormError ? error.field : formFieldOf(error instanceof RpcError ? error.field : void 0, form.values);
       setForm({ ...form, busy: false, errors: field === void 0 ? {} : { [field]: message }, ...field === void 0 ? { general: message } : {} });
     }
   };
@@ -607,24 +775,25 @@ function PanelBody({ scope, deps, onClose, focus }) {
     const title = list?.titles[loop.session_id] ?? deps.titleOf(loop.session_id);
     if (title) titles[loop.session_id] = title;
   }
-  return (0, import_react2.createElement)(
+  const showSession = deps.showSession === void 0 ? void 0 : (sessionId, runId) => {
+    onClose?.();
+    deps.showSession?.(sessionId, runId);
+  };
+  return (0, import_react3.createElement)(
     "div",
-    { "data-dshloop-panel": scope, style: PANEL },
-    (0, import_react2.createElement)(
+    { "data-dshloop-panel": scope, className: "dshloop-panel" },
+    (0, import_react3.createElement)(
       "div",
-      { style: HEADER },
-      (0, import_react2.createElement)("strong", { style: { fontSize: "16px" } }, current === void 0 ? "Loops" : "Loops of this conversation"),
-      (0, import_react2.createElement)("span", { style: { flex: "1" } }),
-      (0, import_react2.createElement)("button", {
-        type: "button",
+      { className: "dshloop-header" },
+      (0, import_react3.createElement)("span", { className: "dshloop-title" }, current === void 0 ? "Loops" : "Loops of this conversation"),
+      Button("primary", {
         "data-dshloop-action": "new",
-        style: PRIMARY,
         onClick: () => setForm({ mode: "create", values: emptyForm(current), errors: {}, busy: false })
       }, "New loop"),
-      onClose ? (0, import_react2.createElement)("button", { type: "button", "aria-label": "Close", "data-dshloop-action": "close", style: BUTTON2, onClick: onClose }, "Close") : null
+      onClose ? Button("outline", { "aria-label": "Close", "data-dshloop-action": "close", onClick: onClose }, "Close") : null
     ),
-    (0, import_react2.createElement)(FilterBar, { filters, setFilters, global: current === void 0, sessions: sessions ?? [] }),
-    form ? (0, import_react2.createElement)(LoopFormView, {
+    (0, import_react3.createElement)(FilterBar, { filters, setFilters, global: current === void 0, sessions: sessions ?? [] }),
+    form ? (0, import_react3.createElement)(LoopFormView, {
       form,
       sessions: sessions ?? [],
       current,
@@ -633,8 +802,14 @@ function PanelBody({ scope, deps, onClose, focus }) {
       onCancel: () => setForm(void 0),
       onSubmit: () => void submit()
     }) : null,
-    listError ? (0, import_react2.createElement)("div", { "data-dshloop-error": "list", style: ERROR }, `Could not refresh: ${listError}`) : null,
-    list === void 0 ? (0, import_react2.createElement)("div", { style: MUTED2 }, listError ? "" : "Loading\u2026") : list.loops.length === 0 ? deletedOpen ? null : (0, import_react2.createElement)("div", { "data-dshloop-empty": "true", style: { ...MUTED2, padding: "12px 0" } }, "no loops") : (0, import_react2.createElement)("div", null, ...list.loops.map((loop) => (0, import_react2.createElement)(LoopRow, {
+    listError ? (0, import_react3.createElement)("div", { "data-dshloop-error": "list", className: "dshloop-error" }, `Could not refresh: ${listError}`) : null,
+    list?.unsorted ? (0, import_react3.createElement)(
+      "div",
+      { className: "dshloop-row dshloop-meta", "data-dshloop-unsorted": "true" },
+      (0, import_react3.createElement)("span", null, "Rows keep their places while you look; dshloop lists by next run."),
+      Button("ghost", { "data-dshloop-action": "sort", onClick: resort }, "Sort by next run")
+    ) : null,
+    list === void 0 ? (0, import_react3.createElement)("div", { className: "dshloop-muted" }, listError ? "" : "Loading\u2026") : list.loops.length === 0 ? deletedOpen ? null : (0, import_react3.createElement)("div", { "data-dshloop-empty": "true", className: "dshloop-muted", style: { padding: "12px 0" } }, "no loops") : (0, import_react3.createElement)("div", null, ...list.loops.map((loop) => (0, import_react3.createElement)(LoopRow, {
       key: loop.loop_id,
       loop,
       titles,
@@ -643,52 +818,59 @@ function PanelBody({ scope, deps, onClose, focus }) {
       confirming: confirming === loop.loop_id,
       notice: notices[loop.loop_id] ?? "",
       history: history?.loopId === loop.loop_id ? history : void 0,
-      openSession: deps.openSession,
+      showSession,
       onToggle: () => setOpenId(openId === loop.loop_id ? void 0 : loop.loop_id),
       onAction: (action) => void act(loop, action)
     }))),
-    deletedOpen && history !== void 0 ? (0, import_react2.createElement)(DeletedLoop, { history, name: delivered?.find((run) => run.loop_id === history.loopId)?.loop_name, now, openSession: deps.openSession }) : null,
-    list?.more ? (0, import_react2.createElement)("div", { style: MUTED2 }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
-    current !== void 0 && delivered !== void 0 ? (0, import_react2.createElement)(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now }) : null
+    deletedOpen && history !== void 0 ? (0, import_react3.createElement)(DeletedLoop, { history, name: delivered?.find((run) => run.loop_id === history.loopId)?.loop_name, now, showSession }) : null,
+    list?.more ? (0, import_react3.createElement)("div", { className: "dshloop-muted" }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
+    current !== void 0 && delivered !== void 0 ? (0, import_react3.createElement)(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now, showSession }) : null
   );
 }
-function DeletedLoop({ history, name: name2, now, openSession }) {
+function DeletedLoop({ history, name: name2, now, showSession }) {
   const deleted = history.events[0];
-  return (0, import_react2.createElement)(
+  return (0, import_react3.createElement)(
     "div",
-    { "data-dshloop-loop-deleted": history.loopId, style: CARD2 },
-    (0, import_react2.createElement)(
+    { "data-dshloop-loop-deleted": history.loopId, className: "dshloop-card" },
+    (0, import_react3.createElement)(
       "div",
-      { style: ROW2 },
-      (0, import_react2.createElement)("strong", null, name2 ?? history.loopId),
-      (0, import_react2.createElement)("span", { "data-dshloop-field": "state", style: MARKED }, "deleted")
+      { className: "dshloop-row" },
+      (0, import_react3.createElement)("strong", null, name2 ?? history.loopId),
+      Badge("error", { "data-dshloop-field": "state" }, "deleted")
     ),
-    (0, import_react2.createElement)(
+    (0, import_react3.createElement)(
       "div",
-      { style: { ...SMALL, ...MUTED2 } },
+      { className: "dshloop-meta" },
       `Deleted${deleted ? ` ${ago(deleted.at, now)}` : ""}: it no longer runs; its runs and trail stay.`
     ),
-    (0, import_react2.createElement)(History, { history, now, openSession })
+    (0, import_react3.createElement)(History, { history, now, showSession })
   );
 }
-function Delivered({ sessionId, runs, loops, now }) {
+function Delivered({ sessionId, runs, loops, now, showSession }) {
   const prompts = new Map(loops.map((loop) => [loop.loop_id, loop.name ?? preview(loop.prompt, 60)]));
-  return (0, import_react2.createElement)(
+  return (0, import_react3.createElement)(
     "div",
-    { "data-dshloop-delivered": sessionId, style: { marginTop: "12px" } },
-    (0, import_react2.createElement)("strong", { style: SMALL }, "Runs delivered here"),
-    runs.length === 0 ? (0, import_react2.createElement)("div", { style: { ...SMALL, ...MUTED2 } }, "none yet") : null,
+    { "data-dshloop-delivered": sessionId },
+    (0, import_react3.createElement)("div", { className: "dshloop-section" }, "Runs delivered here"),
+    runs.length === 0 ? (0, import_react3.createElement)("div", { className: "dshloop-meta" }, "none yet") : null,
     ...runs.map((run) => {
       const words = runWords(run);
-      return (0, import_react2.createElement)(
-        "div",
-        { key: run.run_id, "data-dshloop-run": run.run_id, style: { ...ROW2, ...SMALL } },
-        (0, import_react2.createElement)("span", null, ago(run.scheduled_at, now)),
-        (0, import_react2.createElement)("span", { style: MUTED2 }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
-        run.loop_deleted ? (0, import_react2.createElement)("span", { "data-dshloop-loop-deleted": run.loop_id, style: MUTED2 }, "loop deleted") : null,
-        run.manual ? (0, import_react2.createElement)("span", { style: MUTED2 }, "run now") : null,
-        (0, import_react2.createElement)("span", { style: words?.failed ? { color: "#d92d20" } : void 0 }, words?.text ?? run.status)
-      );
+      const parts = [
+        (0, import_react3.createElement)("span", { key: "at" }, ago(run.scheduled_at, now)),
+        (0, import_react3.createElement)("span", { key: "loop", className: "dshloop-muted" }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
+        run.loop_deleted ? (0, import_react3.createElement)("span", { key: "deleted", "data-dshloop-loop-deleted": run.loop_id, className: "dshloop-muted" }, "loop deleted") : null,
+        run.manual ? (0, import_react3.createElement)("span", { key: "manual", className: "dshloop-muted" }, "run now") : null,
+        (0, import_react3.createElement)("span", { key: "words", className: words?.failed ? "dshloop-error" : void 0 }, words?.text ?? run.status)
+      ];
+      if (showSession === void 0) return (0, import_react3.createElement)("div", { key: run.run_id, "data-dshloop-run": run.run_id, className: "dshloop-run" }, ...parts);
+      return (0, import_react3.createElement)("button", {
+        key: run.run_id,
+        type: "button",
+        "data-dshloop-run": run.run_id,
+        className: "dshloop-run",
+        title: "Show this run in the chat",
+        onClick: () => showSession(sessionId, run.run_id)
+      }, ...parts);
     })
   );
 }
@@ -697,97 +879,108 @@ function FilterBar({ filters, setFilters, global, sessions }) {
     const value = event.target.value;
     setFilters((previous) => ({ ...previous, [key]: value }));
   };
-  return (0, import_react2.createElement)(
+  return (0, import_react3.createElement)(
     "div",
-    { style: ROW2 },
-    select("dshloop-filter-state", filters.state, STATE_OPTIONS, set("state")),
-    global ? select("dshloop-filter-target", filters.target, TARGET_OPTIONS, set("target")) : null,
-    global ? select("dshloop-filter-session", filters.session, [["", "Any session"], ...sessions.map(sessionOption)], set("session")) : null,
-    (0, import_react2.createElement)("input", {
+    { className: "dshloop-filters" },
+    select("dshloop-filter-state", filters.state, STATE_OPTIONS, set("state"), "State"),
+    global ? select("dshloop-filter-target", filters.target, TARGET_OPTIONS, set("target"), "Target") : null,
+    global ? select("dshloop-filter-session", filters.session, [["", "Any session"], ...sessions.map(sessionOption)], set("session"), "Session") : null,
+    (0, import_react3.createElement)("input", {
       type: "search",
       name: "dshloop-filter-q",
+      "aria-label": "Prompt text or loop ID",
       placeholder: "Prompt text or loop ID",
       value: filters.q,
       onChange: set("q"),
-      style: { ...INPUT, flex: "1 1 160px" }
+      className: "dshloop-input"
     })
   );
 }
 function sessionOption(session) {
   return [session.session_id, session.title ? `${session.title} (${session.session_id})` : session.session_id];
 }
-function select(name2, value, options, onChange) {
-  return (0, import_react2.createElement)("select", { name: name2, value, onChange, style: INPUT }, ...options.map(([key, label]) => (0, import_react2.createElement)("option", { key, value: key }, label)));
+function select(name2, value, options, onChange, label) {
+  return (0, import_react3.createElement)(
+    "select",
+    { name: name2, value, onChange, className: "dshloop-input", ...label ? { "aria-label": label } : {} },
+    ...options.map(([key, text]) => (0, import_react3.createElement)("option", { key, value: key }, text))
+  );
 }
-function LoopRow({ loop, titles, now, open, confirming, notice, history, openSession, onToggle, onAction }) {
+function LoopRow({ loop, titles, now, open, confirming, notice, history, showSession, onToggle, onAction }) {
   const state = stateWords(loop);
   const failing = isFailing(loop);
-  return (0, import_react2.createElement)(
+  const marked = state === "failed" || state === "awaiting approval" || state === "paused";
+  const next = nextWords(loop, now);
+  const last = lastRunWords(loop, now);
+  const ends = endsWords(loop, now);
+  return (0, import_react3.createElement)(
     "div",
     {
       "data-dshloop-loop": loop.loop_id,
       "data-dshloop-state": state,
       ...failing ? { "data-dshloop-mark": "failed" } : {},
-      style: { ...CARD2, ...failing ? { borderColor: "#d92d20" } : {} }
+      className: failing ? "dshloop-card dshloop-card--failing" : "dshloop-card"
     },
-    (0, import_react2.createElement)(
+    (0, import_react3.createElement)(
       "div",
-      { style: ROW2 },
-      (0, import_react2.createElement)(
+      { className: "dshloop-row" },
+      (0, import_react3.createElement)(
         "button",
-        { type: "button", onClick: onToggle, style: { ...LINKISH, fontWeight: 600 }, "aria-expanded": open, title: loop.prompt },
+        { type: "button", onClick: onToggle, className: "dshloop-name", "aria-expanded": open, title: loop.prompt },
         loop.name ? `${loop.name} \u2014 ${preview(loop.prompt, 80)}` : preview(loop.prompt)
       ),
-      (0, import_react2.createElement)("span", { "data-dshloop-field": "state", style: state === "failed" || state === "awaiting approval" || state === "paused" ? MARKED : BADGE }, state)
+      Badge(state === "failed" ? "error" : marked ? "warning" : state === "running" ? "ongoing" : void 0, { "data-dshloop-field": "state" }, state)
     ),
-    (0, import_react2.createElement)(
+    (0, import_react3.createElement)(
       "div",
-      { style: { ...ROW2, ...SMALL } },
-      (0, import_react2.createElement)("span", { "data-dshloop-field": "schedule" }, loop.schedule_text ?? loop.schedule.kind),
-      (0, import_react2.createElement)("span", null, "\u2192"),
-      (0, import_react2.createElement)("span", { "data-dshloop-field": "target" }, targetWords(loop.session_id, titles)),
-      loop.next_at !== void 0 ? (0, import_react2.createElement)("span", { "data-dshloop-field": "next" }, `next ${countdown(loop.next_at, now)}`) : null,
-      loop.last_run_at !== void 0 ? (0, import_react2.createElement)("span", { "data-dshloop-field": "last-run" }, `last run ${ago(loop.last_run_at, now)}${loop.last_result ? ` \xB7 ${loop.last_result}` : ""}`) : (0, import_react2.createElement)("span", { style: MUTED2 }, "not run yet"),
-      endsWords(loop, now) !== void 0 ? (0, import_react2.createElement)("span", { "data-dshloop-field": "ends" }, endsWords(loop, now)) : null
+      { className: "dshloop-row dshloop-meta" },
+      (0, import_react3.createElement)("span", { "data-dshloop-field": "schedule" }, loop.schedule_text ?? loop.schedule.kind),
+      (0, import_react3.createElement)("span", { className: "dshloop-muted" }, "\u2192"),
+      (0, import_react3.createElement)("span", { "data-dshloop-field": "target" }, targetWords(loop.session_id, titles)),
+      next !== void 0 ? (0, import_react3.createElement)("span", { "data-dshloop-field": "next" }, next) : null,
+      last !== void 0 ? (0, import_react3.createElement)("span", { "data-dshloop-field": "last-run" }, last) : (0, import_react3.createElement)("span", { className: "dshloop-muted" }, "not run yet"),
+      ends !== void 0 ? (0, import_react3.createElement)("span", { "data-dshloop-field": "ends" }, ends) : null
     ),
-    loop.last_error ? (0, import_react2.createElement)("div", { "data-dshloop-field": "last-error", style: { ...SMALL, color: "#d92d20" } }, `last error: ${loop.last_error}`) : null,
-    (0, import_react2.createElement)(
+    loop.last_error ? (0, import_react3.createElement)("div", { "data-dshloop-field": "last-error", className: "dshloop-error" }, `last error: ${loop.last_error}`) : null,
+    (0, import_react3.createElement)(
       "div",
-      { style: { ...ROW2, marginTop: "4px" } },
-      ...actionsOf(loop).map((action) => (0, import_react2.createElement)("button", {
+      { className: "dshloop-actions" },
+      ...actionsOf(loop).map((action) => Button(action === "delete" && confirming ? "primary" : "outline", {
         key: action,
-        type: "button",
         "data-dshloop-action": action,
-        style: action === "delete" && confirming ? DANGER : BUTTON2,
+        ...action === "delete" ? { className: "dshloop-danger" } : {},
         onClick: () => onAction(action)
       }, action === "delete" && confirming ? "Confirm delete" : ACTION_LABELS[action] ?? action)),
-      (0, import_react2.createElement)("button", { type: "button", "data-dshloop-action": "runs", style: BUTTON2, onClick: onToggle }, open ? "Hide runs" : "Runs")
+      Button("ghost", { "data-dshloop-action": "runs", onClick: onToggle, "aria-expanded": open }, open ? "Hide runs" : "Runs")
     ),
-    notice ? (0, import_react2.createElement)("div", { "data-dshloop-notice": "true", style: ERROR }, notice) : null,
-    open ? (0, import_react2.createElement)(History, { history, now, openSession }) : null
+    notice ? (0, import_react3.createElement)("div", { "data-dshloop-notice": "true", className: "dshloop-error" }, notice) : null,
+    open ? (0, import_react3.createElement)(History, { history, now, showSession }) : null
   );
 }
-function History({ history, now, openSession }) {
-  if (history === void 0) return (0, import_react2.createElement)("div", { style: MUTED2 }, "Loading runs\u2026");
-  return (0, import_react2.createElement)(
+function History({ history, now, showSession }) {
+  if (history === void 0) return (0, import_react3.createElement)("div", { className: "dshloop-muted" }, "Loading runs\u2026");
+  return (0, import_react3.createElement)(
     "div",
-    { style: { marginTop: "6px" } },
-    (0, import_react2.createElement)("div", { style: SMALL }, history.runs.length === 0 ? "No runs yet." : "Runs, newest first"),
+    { style: { marginTop: "8px" } },
+    (0, import_react3.createElement)("div", { className: "dshloop-section" }, history.runs.length === 0 ? "No runs yet." : "Runs, newest first"),
     ...history.runs.map((run) => {
       const words = runWords(run);
-      return (0, import_react2.createElement)(
+      return (0, import_react3.createElement)(
         "div",
-        { key: run.run_id, "data-dshloop-run": run.run_id, style: { ...ROW2, ...SMALL } },
-        (0, import_react2.createElement)("span", null, ago(run.scheduled_at, now)),
-        run.manual ? (0, import_react2.createElement)("span", { style: MUTED2 }, "run now") : null,
-        (0, import_react2.createElement)("span", { style: words?.failed ? { color: "#d92d20" } : void 0 }, words?.text ?? run.status),
-        run.target_session_id && openSession ? (0, import_react2.createElement)("button", { type: "button", "data-dshloop-open-session": run.target_session_id, style: BUTTON2, onClick: () => openSession(run.target_session_id) }, "Open session") : null
+        { key: run.run_id, "data-dshloop-run": run.run_id, className: "dshloop-run" },
+        (0, import_react3.createElement)("span", null, ago(run.scheduled_at, now)),
+        run.manual ? (0, import_react3.createElement)("span", { className: "dshloop-muted" }, "run now") : null,
+        (0, import_react3.createElement)("span", { className: words?.failed ? "dshloop-error" : void 0 }, words?.text ?? run.status),
+        run.target_session_id && showSession ? Button("outline", {
+          "data-dshloop-open-session": run.target_session_id,
+          onClick: () => showSession(run.target_session_id, run.run_id)
+        }, "Open session") : null
       );
     }),
-    history.events.length > 0 ? (0, import_react2.createElement)("div", { style: { ...SMALL, marginTop: "6px" } }, "Trail") : null,
-    ...history.events.map((event, index) => (0, import_react2.createElement)(
+    history.events.length > 0 ? (0, import_react3.createElement)("div", { className: "dshloop-section" }, "Trail") : null,
+    ...history.events.map((event, index) => (0, import_react3.createElement)(
       "div",
-      { key: `${event.at}-${index}`, "data-dshloop-event": event.kind, style: { ...SMALL, ...MUTED2 } },
+      { key: `${event.at}-${index}`, "data-dshloop-event": event.kind, className: "dshloop-meta" },
       `${ago(event.at, now)} \xB7 ${event.kind} \xB7 ${event.actor.kind}${event.actor.id ? ` ${event.actor.id}` : ""}`
     ))
   );
@@ -805,74 +998,41 @@ function LoopFormView({ form, sessions, current, onField, onCancel, onSubmit }) 
     if (key === "session") return [["", "Pick a session\u2026"], ...sessions.map(sessionOption)];
     return FORM_FIELDS.find((spec) => spec.key === key)?.options;
   };
-  return (0, import_react2.createElement)(
+  return (0, import_react3.createElement)(
     "form",
     {
       "data-dshloop-form": form.mode,
-      style: { ...CARD2, display: "grid", gap: "6px" },
+      className: "dshloop-card dshloop-form",
       onSubmit: (event) => {
         event.preventDefault();
         onSubmit();
       }
     },
-    (0, import_react2.createElement)("strong", null, form.mode === "create" ? "New loop" : `Edit ${form.loop?.loop_id ?? ""}`),
+    (0, import_react3.createElement)("strong", null, form.mode === "create" ? "New loop" : `Edit ${form.loop?.loop_id ?? ""}`),
     ...FORM_FIELDS.filter((spec) => spec.show(form.values, form.mode, unattended)).map((spec) => {
       const value = form.values[spec.key];
       const onInput = (event) => onField(spec.key, event.target.value);
       const error = form.errors[spec.key];
       const options = optionsOf(spec.key);
-      const control = spec.control === "textarea" ? (0, import_react2.createElement)("textarea", { name: spec.key, value, onChange: onInput, rows: 3, style: INPUT }) : spec.control === "select" && options !== void 0 ? (0, import_react2.createElement)("select", { name: spec.key, value, onChange: onInput, style: INPUT }, ...options.map(([key, label]) => (0, import_react2.createElement)("option", { key, value: key }, label))) : spec.control === "datetime" ? (0, import_react2.createElement)("input", { name: spec.key, type: "datetime-local", value, onChange: onInput, style: INPUT }) : (0, import_react2.createElement)("input", { name: spec.key, type: "text", inputMode: spec.control === "number" ? "numeric" : void 0, value, onChange: onInput, style: INPUT });
-      return (0, import_react2.createElement)(
+      const common = { name: spec.key, value, onChange: onInput, className: "dshloop-input" };
+      const control = spec.control === "textarea" ? (0, import_react3.createElement)("textarea", { ...common, rows: 3 }) : spec.control === "select" && options !== void 0 ? (0, import_react3.createElement)("select", common, ...options.map(([key, label]) => (0, import_react3.createElement)("option", { key, value: key }, label))) : spec.control === "datetime" ? (0, import_react3.createElement)("input", { ...common, type: "datetime-local" }) : (0, import_react3.createElement)("input", { ...common, type: "text", inputMode: spec.control === "number" ? "numeric" : void 0 });
+      return (0, import_react3.createElement)(
         "label",
-        { key: spec.key, "data-dshloop-input": spec.key, style: { display: "grid", gap: "2px", ...SMALL } },
-        (0, import_react2.createElement)("span", null, spec.label, spec.hint ? (0, import_react2.createElement)("span", { style: MUTED2 }, ` \u2014 ${spec.hint}`) : null),
+        { key: spec.key, "data-dshloop-input": spec.key, className: "dshloop-field" },
+        (0, import_react3.createElement)("span", null, spec.label, spec.hint ? (0, import_react3.createElement)("span", { className: "dshloop-muted" }, ` \u2014 ${spec.hint}`) : null),
         control,
-        error ? (0, import_react2.createElement)("span", { "data-dshloop-field-error": spec.key, role: "alert", style: { color: "#d92d20" } }, error) : null
+        error ? (0, import_react3.createElement)("span", { "data-dshloop-field-error": spec.key, role: "alert", className: "dshloop-error" }, error) : null
       );
     }),
-    form.general ? (0, import_react2.createElement)("div", { "data-dshloop-field-error": "form", role: "alert", style: ERROR }, form.general) : null,
-    (0, import_react2.createElement)(
+    form.general ? (0, import_react3.createElement)("div", { "data-dshloop-field-error": "form", role: "alert", className: "dshloop-error" }, form.general) : null,
+    (0, import_react3.createElement)(
       "div",
-      { style: ROW2 },
-      (0, import_react2.createElement)("button", { type: "submit", "data-dshloop-action": "save", disabled: form.busy, style: PRIMARY }, form.mode === "create" ? "Create" : "Save"),
-      (0, import_react2.createElement)("button", { type: "button", "data-dshloop-action": "cancel", onClick: onCancel, style: BUTTON2 }, "Cancel")
+      { className: "dshloop-actions" },
+      Button("primary", { type: "submit", "data-dshloop-action": "save", disabled: form.busy }, form.mode === "create" ? "Create" : "Save"),
+      Button("outline", { "data-dshloop-action": "cancel", onClick: onCancel }, "Cancel")
     )
   );
 }
-var PanelBoundary = class extends import_react2.Component {
-  constructor(props) {
-    super(props);
-    this.state = { error: void 0 };
-  }
-  static getDerivedStateFromError(error) {
-    return { error: error instanceof Error ? error.message : String(error) };
-  }
-  componentDidCatch(error) {
-    console.error("dshloop: the Loops panel failed", error);
-  }
-  render() {
-    if (this.state.error === void 0) return this.props.children;
-    return (0, import_react2.createElement)(
-      "div",
-      { "data-dshloop-panel": this.props.scope, "data-dshloop-error": "panel", style: { ...PANEL, ...ERROR } },
-      `The Loops panel failed: ${this.state.error}. DSH works as before; dshloop's own panel shows the same loops.`
-    );
-  }
-};
-var PANEL = { fontSize: "13px", lineHeight: "18px", padding: "12px", boxSizing: "border-box", width: "100%", overflowWrap: "anywhere" };
-var HEADER = { display: "flex", gap: "8px", alignItems: "center", marginBottom: "8px" };
-var ROW2 = { display: "flex", flexWrap: "wrap", gap: "6px", alignItems: "center" };
-var CARD2 = { border: "1px solid rgba(127, 127, 127, 0.35)", borderRadius: "8px", padding: "8px 10px", margin: "6px 0" };
-var SMALL = { fontSize: "12px" };
-var MUTED2 = { opacity: 0.7 };
-var ERROR = { color: "#b42318", fontSize: "12px", margin: "4px 0" };
-var BADGE = { fontSize: "11px", border: "1px solid rgba(127, 127, 127, 0.45)", borderRadius: "10px", padding: "0 6px" };
-var MARKED = { ...BADGE, color: "#b42318", borderColor: "#d92d20", fontWeight: 600 };
-var INPUT = { font: "inherit", fontSize: "13px", padding: "4px 6px", borderRadius: "6px", border: "1px solid rgba(127, 127, 127, 0.5)", background: "transparent", color: "inherit", maxWidth: "100%", boxSizing: "border-box" };
-var BUTTON2 = { font: "inherit", fontSize: "12px", whiteSpace: "nowrap", padding: "2px 8px", borderRadius: "6px", border: "1px solid rgba(127, 127, 127, 0.5)", background: "transparent", color: "inherit", cursor: "pointer" };
-var PRIMARY = { ...BUTTON2, fontWeight: 600 };
-var DANGER = { ...BUTTON2, color: "#b42318", borderColor: "#d92d20", fontWeight: 600 };
-var LINKISH = { font: "inherit", background: "none", border: "none", padding: 0, color: "inherit", cursor: "pointer", textAlign: "left" };
 
 // src/client/index.ts
 var name = "dshloop-client";
@@ -880,6 +1040,11 @@ var inject = ["slots", "connection", "sessions"];
 var REFRESH_MS = 3e3;
 var TICK_MS2 = 1e3;
 function apply(ctx) {
+  try {
+    ctx.effect(() => installStyles(), "dshloop: styles");
+  } catch (error) {
+    console.error("dshloop: the styles could not be installed", error);
+  }
   try {
     applyStatus(ctx);
   } catch (error) {
@@ -900,18 +1065,11 @@ var TAB_ID = "dshloop-loops";
 var TAB_LABEL = "Loops";
 function applyPanel(ctx) {
   const deps = {
-    rpc: async (payload) => {
-      const result = await ctx.connection.rpc.call("/dshloop", "panel", payload);
-      const refused = result?.ok === true ? result.value?.refused : result?.error;
-      if (result?.ok === true && refused === void 0) return result.value;
-      const field = refused?.field;
-      throw new PanelError(
-        refused?.code ?? "internal",
-        refused?.message ?? "The dshloop plugin did not answer.",
-        typeof field === "string" ? field : void 0
-      );
+    rpc: endpoint(ctx.connection.rpc.call.bind(ctx.connection.rpc), "panel", "The dshloop plugin did not answer."),
+    showSession: ctx.sessions === void 0 ? void 0 : (sessionId, runId) => {
+      ctx.sessions?.open(sessionId);
+      showChat(runId);
     },
-    openSession: ctx.sessions === void 0 ? void 0 : (sessionId) => ctx.sessions?.open(sessionId),
     titleOf: (sessionId) => {
       try {
         return ctx.sessions?.list?.getSnapshot().byId?.[sessionId]?.title;
@@ -920,17 +1078,22 @@ function applyPanel(ctx) {
       }
     }
   };
-  const Action = ({ wide }) => (0, import_react3.createElement)("button", {
-    type: "button",
-    "data-dshloop-open": "panel",
-    title: "Every loop, from dshloop",
-    onClick: () => overlay.show(),
-    style: { ...ACTION, ...wide === false ? { padding: "6px 0", justifyContent: "center" } : {} }
-  }, (0, import_react3.createElement)("span", { "aria-hidden": "true" }, "\u27F3"), wide === false ? null : (0, import_react3.createElement)("span", null, "Loops"));
+  const Action = ({ wide }) => {
+    const rail = wide === false;
+    const button = (0, import_react4.createElement)("button", {
+      type: "button",
+      "data-dshloop-open": "panel",
+      "aria-label": "Loops",
+      ...rail ? {} : { title: "Every loop, from dshloop" },
+      onClick: () => overlay.show(),
+      className: rail ? "dshloop-sidebar-action dshloop-sidebar-action--rail" : "dshloop-sidebar-action"
+    }, LoopIcon(rail ? 18 : 16), rail ? null : (0, import_react4.createElement)("span", null, "Loops"));
+    return rail ? Hint("Loops", button) : button;
+  };
   const Overlay = () => {
-    const [open, setOpen] = (0, import_react3.useState)(overlay.open);
-    (0, import_react3.useEffect)(() => overlay.watch(setOpen), []);
-    (0, import_react3.useEffect)(() => {
+    const [open, setOpen] = (0, import_react4.useState)(overlay.open);
+    (0, import_react4.useEffect)(() => overlay.watch(setOpen), []);
+    (0, import_react4.useEffect)(() => {
       if (!open) return void 0;
       const close = (event) => {
         if (event.key === "Escape") overlay.set(false);
@@ -939,20 +1102,20 @@ function applyPanel(ctx) {
       return () => document.removeEventListener("keydown", close);
     }, [open]);
     if (!open) return null;
-    return (0, import_react3.createElement)("div", {
+    return (0, import_react4.createElement)("div", {
       "data-dshloop-overlay": "true",
-      style: OVERLAY,
+      className: "dshloop-overlay",
       onClick: (event) => {
         if (event.target === event.currentTarget) overlay.set(false);
       }
-    }, (0, import_react3.createElement)(
+    }, (0, import_react4.createElement)(
       "div",
-      { role: "dialog", "aria-label": "Loops", style: OVERLAY_BOX },
+      { role: "dialog", "aria-label": "Loops", className: "dshloop-dialog" },
       // Keyed by the loop it was opened on, so a card's "Open loop" starts it afresh on that loop.
-      (0, import_react3.createElement)(LoopsPanel, { key: overlay.focus?.loopId ?? "", scope: "global", deps, focus: overlay.focus, onClose: () => overlay.set(false) })
+      (0, import_react4.createElement)(LoopsPanel, { key: overlay.focus?.loopId ?? "", scope: "global", deps, focus: overlay.focus, onClose: () => overlay.set(false) })
     ));
   };
-  const Tab = ({ dshloopSessionId }) => (0, import_react3.createElement)("div", { style: { height: "100%", overflowY: "auto" } }, (0, import_react3.createElement)(LoopsPanel, { scope: dshloopSessionId, deps }));
+  const Tab = ({ dshloopSessionId }) => (0, import_react4.createElement)("div", { style: { height: "100%", overflowY: "auto" } }, (0, import_react4.createElement)(LoopsPanel, { scope: dshloopSessionId, deps }));
   ctx.slots.inject("sidebar.footer.action", () => ctx.slots.register({ name: "sidebar.footer.action", id: "dshloop-loops", order: 20 }, Action));
   ctx.slots.inject("shell.overlay", () => ctx.slots.register({ name: "shell.overlay", id: "dshloop-loops" }, Overlay));
   ctx.slots.inject("conversation.view", () => ctx.slots.register({
@@ -990,60 +1153,33 @@ var OverlayState = class {
   }
 };
 function openLoopsTab(from) {
-  const tabs = Array.from((from?.ownerDocument ?? document).querySelectorAll('[role="tab"]'));
-  const tab = tabs.find((element) => element.textContent?.trim() === TAB_LABEL);
-  if (!(tab instanceof HTMLElement)) return false;
+  const tab = loopsTab(from?.ownerDocument ?? document);
+  if (tab === void 0) return false;
   tab.click();
   return true;
 }
-var overlay = new OverlayState();
-var ACTION = {
-  display: "flex",
-  alignItems: "center",
-  gap: "8px",
-  width: "100%",
-  font: "inherit",
-  fontSize: "13px",
-  padding: "6px 10px",
-  background: "transparent",
-  border: "none",
-  borderRadius: "6px",
-  color: "inherit",
-  cursor: "pointer",
-  textAlign: "left"
-};
-var OVERLAY = {
-  position: "fixed",
-  inset: "0",
-  zIndex: 1e3,
-  pointerEvents: "auto",
-  background: "rgba(0, 0, 0, 0.35)",
-  display: "flex",
-  justifyContent: "center",
-  alignItems: "flex-start",
-  padding: "min(6vh, 48px) 0 0"
-};
-var OVERLAY_BOX = {
-  background: "Canvas",
-  color: "CanvasText",
-  width: "min(960px, 100vw)",
-  maxHeight: "calc(100vh - min(6vh, 48px))",
-  overflowY: "auto",
-  borderRadius: "10px",
-  boxShadow: "0 8px 32px rgba(0, 0, 0, 0.25)",
-  boxSizing: "border-box"
-};
-function fault2() {
-  const value = globalThis.DSHLOOP_FAULT;
-  return typeof value === "string" ? value : "";
+function loopsTab(page) {
+  const tab = Array.from(page.querySelectorAll('[role="tab"]')).find((element) => element.textContent?.trim() === TAB_LABEL);
+  return tab instanceof HTMLElement ? tab : void 0;
 }
-function applyStatus(ctx) {
-  const load = async (sessionId) => {
-    const result = await ctx.connection.rpc.call("/dshloop", "status", { sessionId });
-    if (result?.ok === true && result.value !== void 0) return result.value;
-    const failure = new Error(result?.error?.message ?? "The dshloop plugin sent no status.");
-    throw Object.assign(failure, { code: result?.error?.code ?? "internal" });
+function showChat(runId, page = document) {
+  const until = Date.now() + 1500;
+  const step = () => {
+    const ours = loopsTab(page);
+    if (ours?.getAttribute("aria-selected") === "true") {
+      const first = ours.parentElement?.querySelector('[role="tab"]');
+      if (first instanceof HTMLElement && first !== ours) first.click();
+    }
+    const card = runId === void 0 ? null : page.querySelector(`[data-dshloop-card="${CSS.escape(runId)}"]`);
+    if (card !== null) card.scrollIntoView({ block: "center" });
+    else if (Date.now() < until) setTimeout(step, 100);
   };
+  setTimeout(step, 0);
+}
+var overlay = new OverlayState();
+function applyStatus(ctx) {
+  const status = endpoint(ctx.connection.rpc.call.bind(ctx.connection.rpc), "status", "The dshloop plugin sent no status.");
+  const load = async (sessionId) => await status({ sessionId });
   ctx.slots.inject("conversation.input.right", () => ctx.slots.register({
     name: "conversation.input.right",
     id: "dshloop-status",
@@ -1054,26 +1190,26 @@ function applyStatus(ctx) {
 }
 var CHAT_NODE = "conversation.chat.node";
 function applyCards(ctx) {
-  if (fault2() === "apply") throw new Error("dshloop: a fault forced into apply (DSHLOOP_FAULT)");
+  if (fault() === "apply") throw new Error("dshloop: a fault forced into apply (DSHLOOP_FAULT)");
   const store = new CardStore(async (loopIds) => {
-    const result = await ctx.connection.rpc.call("/dshloop", "cards", { loopIds });
+    const result = await ctx.connection.rpc.call(CHANNEL, "cards", { loopIds });
     if (result?.ok !== true || result.value?.loops === void 0) throw new Error("The dshloop plugin sent no cards.");
     return result.value.loops;
   });
   let shipped;
   const ContextNode = (props) => {
     const own = shipped?.component;
-    const theirs = () => (0, import_react3.createElement)(own, props);
+    const theirs = () => (0, import_react4.createElement)(own, props);
     const source = cardSource(props);
     if (source === void 0) return theirs();
-    return (0, import_react3.createElement)(
-      CardBoundary,
-      { fallback: theirs },
-      (0, import_react3.createElement)(LoopCard, {
+    return (0, import_react4.createElement)(
+      Boundary,
+      { label: "a loop card (DSH draws its own row instead)", fallback: theirs },
+      (0, import_react4.createElement)(LoopCard, {
         source,
         text: messageText(props),
         store,
-        fault: fault2() === "card",
+        fault: fault() === "card",
         openLoop: (loopId) => overlay.show({ loopId, state: store.get(loopId)?.state })
       })
     );
@@ -1094,54 +1230,35 @@ function applyCards(ctx) {
   });
 }
 function LoopStatus({ dshloopSessionId: sessionId, load }) {
-  const [view, setView] = (0, import_react3.useState)({ kind: "loading" });
-  const [now, setNow] = (0, import_react3.useState)(() => Date.now());
-  (0, import_react3.useEffect)(() => {
-    let stopped = false;
-    let timer;
-    const poll = async () => {
-      if (typeof document === "undefined" || !document.hidden) {
-        try {
-          const answer2 = await load(sessionId);
-          if (!stopped) setView({ kind: "ready", sessionId, answer: answer2 });
-        } catch (error) {
-          if (!stopped) {
-            setView((previous) => ({
-              kind: "error",
-              sessionId,
-              message: error instanceof Error ? error.message : String(error),
-              unreachable: ["unreachable", "timeout"].includes(error.code ?? ""),
-              ...previous.kind === "loading" || previous.sessionId !== sessionId ? {} : { answer: previous.answer }
-            }));
-          }
-        }
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), REFRESH_MS);
-    };
-    void poll();
-    return () => {
-      stopped = true;
-      if (timer !== void 0) clearTimeout(timer);
-    };
+  const [view, setView] = (0, import_react4.useState)({ kind: "loading" });
+  const [now, setNow] = (0, import_react4.useState)(() => Date.now());
+  usePoll(() => load(sessionId), REFRESH_MS, (answer2) => setView({ kind: "ready", sessionId, answer: answer2 }), (error) => {
+    setView((previous) => ({
+      kind: "error",
+      sessionId,
+      message: errorText(error),
+      unreachable: error instanceof RpcError && error.unreachable,
+      ...previous.kind === "loading" || previous.sessionId !== sessionId ? {} : { answer: previous.answer }
+    }));
   }, [sessionId, load]);
-  (0, import_react3.useEffect)(() => {
+  (0, import_react4.useEffect)(() => {
     const ticker = setInterval(() => setNow(Date.now()), TICK_MS2);
     return () => clearInterval(ticker);
   }, []);
   if (view.kind === "loading" || view.sessionId !== sessionId) return null;
   if (view.kind === "error" && view.answer === void 0) {
-    return (0, import_react3.createElement)("span", {
+    return (0, import_react4.createElement)("span", {
       "data-dshloop-status": sessionId,
       "data-dshloop-error": "true",
       title: view.message,
-      style: { ...STYLE, opacity: 0.7 }
+      style: { ...STYLE, color: "var(--dsw-alias-label-tertiary, inherit)" }
     }, view.unreachable ? "loops: dshloop unreachable" : "loops: unavailable");
   }
   const answer = view.answer;
   const summary = summarize(answer.loops);
   const mark = summary.failed > 0 ? "failed" : summary.paused > 0 ? "paused" : summary.overdue > 0 ? "overdue" : void 0;
   const marked = mark !== void 0;
-  return (0, import_react3.createElement)("a", {
+  return (0, import_react4.createElement)("a", {
     "data-dshloop-status": sessionId,
     ...marked ? { "data-dshloop-mark": mark } : {},
     ...view.kind === "error" ? { "data-dshloop-stale": "true" } : {},
@@ -1153,18 +1270,24 @@ function LoopStatus({ dshloopSessionId: sessionId, load }) {
       if (event.ctrlKey || event.metaKey) return;
       if (openLoopsTab(event.currentTarget)) event.preventDefault();
     },
-    title: view.kind === "error" ? `Last known; refreshing failed: ${view.message}` : "This conversation's loops (the Loops tab)",
-    style: { ...STYLE, ...marked ? { color: "#b42318", fontWeight: 600 } : {} }
+    title: view.kind === "error" ? `Last known; refreshing failed: ${view.message}` : summary.failed > 0 ? "This conversation's loops (the Loops tab). A loop whose scheduled runs fail waits longer before each next run, and pauses after several failures in a row; its row in the tab says how long and why." : "This conversation's loops (the Loops tab)",
+    style: { ...STYLE, ...marked ? { color: "var(--dsw-alias-state-error-primary, #b42318)", fontWeight: 600 } : {} }
   }, statusText(summary, now), marked ? MARK : null);
 }
-var MARK = (0, import_react3.createElement)("span", { "aria-hidden": "true", style: { marginLeft: "4px" } }, "\u26A0");
+var MARK = (0, import_react4.createElement)("span", { "aria-hidden": "true", style: { marginLeft: "4px" } }, "\u26A0");
 var STYLE = {
   fontSize: "12px",
   lineHeight: "20px",
+  display: "inline-block",
+  maxWidth: "100%",
+  verticalAlign: "middle",
   whiteSpace: "nowrap",
+  overflow: "hidden",
+  textOverflow: "ellipsis",
+  minWidth: "0",
+  flexShrink: 1,
   textDecoration: "none",
-  color: "inherit",
-  opacity: 0.85,
+  color: "var(--dsw-alias-label-secondary, inherit)",
   padding: "0 6px"
 };
 return module.exports; } });

@@ -29,7 +29,8 @@ await build({
 })
 
 // DSH Web loads a client module as `window.__ModuleLoader__.load({id, factory})`; the factory's
-// `require` hands out DSH Web's own React (dsh-client-modules), so React stays external.
+// `require` hands out DSH Web's own React and UI primitives (dsh-client-modules' seed), so they stay
+// external.
 await build({
   entryPoints: ['src/client/index.ts'],
   bundle: true,
@@ -37,7 +38,7 @@ await build({
   platform: 'browser',
   target: 'es2022',
   outfile: join(out, 'client.js'),
-  external: ['react'],
+  external: ['react', '@deepseek-ai/dsh-client-ui-primitives'],
   logLevel: 'warning',
   banner: {
     js: `window.__ModuleLoader__.load({ id: ${JSON.stringify(pkg.name)}, factory: (require) => {\n` +

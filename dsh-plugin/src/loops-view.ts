@@ -4,7 +4,7 @@
  * no React: the node test runner checks it, and the web half only renders its result.
  */
 
-import { duration } from './status.ts'
+import { countdown, duration } from './status.ts'
 
 export interface PanelLoop {
   readonly loop_id: string
@@ -20,6 +20,8 @@ export interface PanelLoop {
   readonly name?: string
   readonly revision?: number
   readonly pause_reason?: string
+  /** Failed scheduled runs in a row: each pushes the next run back (dshloop's failure backoff). */
+  readonly consecutive_failures?: number
   readonly schedule_text?: string
   readonly workspace?: string
   readonly permission_preset?: string
@@ -48,6 +50,21 @@ export function targetWords(sessionId: string, titles: Readonly<Record<string, s
   if (sessionId === 'self' || sessionId === 'new') return sessionId
   const title = titles[sessionId]
   return title ? `${title} (${sessionId})` : sessionId
+}
+
+/**
+ * The list in the order the person has been looking at: dshloop lists loops by next run, which
+ * changes every time one fires, so re-sorting each refresh would move a row from under the pointer.
+ * Loops already shown keep their places (`shown`, their IDs in the order drawn), the ones gone drop
+ * out, and loops new to the list come after them in dshloop's order. Without `shown` (the first
+ * answer, or a deliberate re-sort) it is dshloop's order.
+ */
+export function keepOrder<L extends { readonly loop_id: string }>(shown: readonly string[] | undefined, loops: readonly L[]): L[] {
+  if (shown === undefined) return [...loops]
+  const place = new Map(shown.map((loopId, index) => [loopId, index]))
+  const known = loops.filter(loop => place.has(loop.loop_id))
+  known.sort((a, b) => (place.get(a.loop_id) ?? 0) - (place.get(b.loop_id) ?? 0))
+  return [...known, ...loops.filter(loop => !place.has(loop.loop_id))]
 }
 
 /** The first words of a prompt, on one line. */
@@ -225,10 +242,35 @@ function endsOf(form: LoopForm): { ends_at: number | null; max_runs: unknown } {
   return { ends_at: endsAt, max_runs: maxRuns }
 }
 
+/**
+ * When the loop runs next, and why then when it is not the schedule's own time: after failed
+ * scheduled runs in a row dshloop holds the next one back (longer after each, then pauses the loop),
+ * so "every minute" can read "next in 5m 50s". Undefined when it has no next run.
+ */
+export function nextWords(loop: PanelLoop, now: number): string | undefined {
+  if (loop.next_at === undefined) return undefined
+  const failures = loop.consecutive_failures ?? 0
+  const held = failures > 0 && loop.state !== 'paused' && loop.state !== 'completed'
+  return `next ${countdown(loop.next_at, now)}${held ? ` · held back after ${failures === 1 ? 'a failed run' : `${failures} failed runs in a row`}` : ''}`
+}
+
+/**
+ * The last run, in the words a run's card and the Runs list use: a failure is "failed"; a delivered
+ * run says nothing more here, since whether its turn succeeded is the run's own (Runs, the card).
+ */
+export function lastRunWords(loop: PanelLoop, now: number): string | undefined {
+  if (loop.last_run_at === undefined) return undefined
+  return `last run ${ago(loop.last_run_at, now)}${loop.last_result === 'failed' ? ' · failed' : ''}`
+}
+
 /** How a loop ends, in words, or undefined when it has no end. */
 export function endsWords(loop: PanelLoop, now: number): string | undefined {
   const parts: string[] = []
-  if (loop.max_runs != null) parts.push(`after ${loop.max_runs} runs (${loop.runs_delivered ?? 0} so far)`)
+  // runs_delivered counts the schedule's own delivered runs: Run now and Retry are a person's extra
+  // runs, which neither count towards the end nor move it.
+  if (loop.max_runs != null) {
+    parts.push(`after ${loop.max_runs} scheduled runs (${loop.runs_delivered ?? 0} so far; Run now and Retry do not count)`)
+  }
   if (loop.ends_at != null) parts.push(loop.ends_at > now ? `in ${duration(Math.round((loop.ends_at - now) / 1000))}` : 'now')
   return parts.length === 0 ? undefined : `ends ${parts.join(' or ')}`
 }

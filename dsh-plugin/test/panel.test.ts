@@ -128,7 +128,7 @@ test('an edit sets, keeps and clears where a loop ends', () => {
   assert.deepEqual(toChanges({ ...formOf(ending, 'ses_A'), ends_at: '', max_runs: '' }, ending, 'ses_A'), { ends_at: null, max_runs: null })
   assert.deepEqual(toChanges({ ...formOf(LOOP, 'ses_A'), max_runs: 'ten' }, LOOP, 'ses_A'), { max_runs: 'ten' })
   assert.throws(() => toChanges({ ...formOf(LOOP, 'ses_A'), ends_at: 'soon' }, LOOP, 'ses_A'), /Give a date and time/)
-  assert.equal(endsWords(ending, at - 90_000), 'ends after 5 runs (2 so far) or in 1m 30s')
+  assert.equal(endsWords(ending, at - 90_000), 'ends after 5 scheduled runs (2 so far; Run now and Retry do not count) or in 1m 30s')
   assert.equal(endsWords(LOOP, at), undefined)
   assert.equal(formFieldOf('max_runs', emptyForm(undefined)), 'max_runs')
 })

@@ -34,14 +34,26 @@ def finished(loop_id: str, outcome: str) -> list[LoopRun]:
     return list(LoopRun.objects.filter(loop_id=loop_id, status=RunStatus.DELIVERED, outcome=outcome))
 
 
+def titled(session_id: str) -> str:
+    """A conversation's title, its own among the module's (they share one workspace)."""
+    return f"Card work {session_id[-4:]}"
+
+
+@pytest.fixture(scope="module")
+def cards_workspace(tmp_path_factory):
+    """One workspace for the module's conversations: DSH Web unfolds only one workspace's sessions
+    (the one it last showed), so a second test's session in a workspace of its own stays hidden."""
+    return tmp_path_factory.mktemp("cards-work")
+
+
 @pytest.fixture
-def conversation(plugin_dsh, dshloop, workspace, settings):
+def conversation(plugin_dsh, dshloop, cards_workspace, settings):
     """A titled DSH session in a workspace DSH Web lists, which loops are delivered into."""
     settings.DSHLOOP_HOST, settings.DSHLOOP_DSH_URL = "dsh", plugin_dsh.url
-    workspace_id = plugin_dsh.call("workspace.create", {"path": str(workspace)})["workspace"]["workspaceId"]
+    workspace_id = plugin_dsh.call("workspace.create", {"path": str(cards_workspace)})["workspace"]["workspaceId"]
     session_id = f"ses-cards-{uuid.uuid4().hex[:8]}"  # the DSH serves the whole module
     plugin_dsh.call("session.create", {"sessionId": session_id, "workspaceId": workspace_id})
-    plugin_dsh.call("session.rename", {"sessionId": session_id, "title": "Card work"})
+    plugin_dsh.call("session.rename", {"sessionId": session_id, "title": titled(session_id)})
     return session_id
 
 
@@ -58,17 +70,31 @@ def open_dsh_web(driver, plugin_dsh, title: str) -> None:
     )
     for button in driver.find_elements(By.XPATH, notice):
         button.click()
+    # DSH Web remembers a sidebar folded at phone width (narrow): unfold it to reach the sessions.
+    driver.execute_script(
+        "const toggle = document.querySelector('button[aria-label=\"Open sidebar\"]'); if (toggle) toggle.click()"
+    )
     open_session(driver, title)
 
 
 def narrow(driver) -> None:
-    """Phone width, with DSH Web's sidebar folded away as a person on a phone would: DSH Web keeps
-    it open at any width; its toggle sits right of the logo, at the sidebar's top right."""
+    """Phone width, with DSH Web's sidebar folded to its rail as a person on a phone would: DSH Web
+    keeps it open at any width. Its toggle is named for what it does, so a sidebar already folded
+    (DSH Web remembers it across pages) stays folded."""
     driver.execute_script(
-        "const at = document.elementFromPoint(254, 36); const toggle = at && at.closest('button');"
-        "if (toggle) toggle.click()"
+        "const toggle = document.querySelector('button[aria-label=\"Collapse sidebar\"]'); if (toggle) toggle.click()"
     )
     driver.set_window_size(390, 844)
+    # The fold is animated: the picture is taken once it has settled.
+    wait_for(
+        lambda: driver.execute_script(
+            "return !!document.querySelector('button[aria-label=\"Open sidebar\"]')"
+            " && !!document.querySelector('.dshloop-sidebar-action--rail')"
+            " && document.getAnimations().every(a => !(a instanceof CSSTransition) || a.playState !== 'running')"
+        ),
+        timeout=5,
+        message="the sidebar folded",
+    )
 
 
 def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marked(
@@ -83,8 +109,8 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
     failing = create_loop(after(1), target=conversation, created_by=conversation, prompt="FAILNOW please")
     [bad] = wait_for(lambda: finished(failing.loop_id, "failed"), timeout=40, message="a failed turn's outcome")
 
-    driver.set_window_size(1280, 800)
-    open_dsh_web(driver, plugin_dsh, "Card work")
+    driver.set_window_size(1440, 900)
+    open_dsh_web(driver, plugin_dsh, titled(conversation))
     # The first page of a fresh Chromium and DSH Web (the module's first) is slow on a busy machine.
     text = wait_for(
         lambda: "succeeded" in cards(driver).get(run.run_id, "") and cards(driver)[run.run_id],
@@ -143,7 +169,7 @@ def test_deliveries_are_loop_cards_with_their_outcome_and_a_failed_turn_is_marke
     narrow(driver)
     driver.execute_script(f"document.querySelector('[data-dshloop-card=\"{bad.run_id}\"]').scrollIntoView()")
     driver.save_screenshot(str(screenshots / "dsh-card-phone.png"))
-    driver.set_window_size(1280, 800)
+    driver.set_window_size(1440, 900)
 
 
 def test_a_deleted_loops_card_keeps_its_outcome_and_its_runs_stay_in_dsh_web(plugin_dsh, conversation, driver):
@@ -161,8 +187,8 @@ def test_a_deleted_loops_card_keeps_its_outcome_and_its_runs_stay_in_dsh_web(plu
     [run] = wait_for(lambda: finished(loop.loop_id, "succeeded"), timeout=40, message="a delivered run's outcome")
     lifecycle.loop_delete(loop_id=loop.loop_id, actor=Actor.session(conversation))
 
-    driver.set_window_size(1280, 800)
-    open_dsh_web(driver, plugin_dsh, "Card work")
+    driver.set_window_size(1440, 900)
+    open_dsh_web(driver, plugin_dsh, titled(conversation))
     text = wait_for(
         lambda: "succeeded" in cards(driver).get(run.run_id, "") and cards(driver)[run.run_id],
         timeout=45,
@@ -203,7 +229,7 @@ def test_a_fault_in_the_plugins_web_half_leaves_dsh_web_usable(plugin_dsh, conve
         "Page.addScriptToEvaluateOnNewDocument", {"source": f"window.DSHLOOP_FAULT = {fault!r}"}
     )
     try:
-        open_dsh_web(driver, plugin_dsh, "Card work")
+        open_dsh_web(driver, plugin_dsh, titled(conversation))
         # DSH draws its own rows for what the card would have shown, and the composer takes input.
         wait_for(
             lambda: "Context injection" in driver.execute_script("return document.body.innerText"),

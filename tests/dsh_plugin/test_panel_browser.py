@@ -16,6 +16,7 @@ import json
 import urllib.error
 import urllib.request
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -95,6 +96,38 @@ def press(driver, scope: str, loop_id: str, action: str) -> None:
     ).click()
 
 
+def rows_in(driver, scope: str) -> list[str]:
+    """The loop IDs of the rows a panel draws, top to bottom."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(row => row.dataset.dshloopLoop)",
+        f'[data-dshloop-panel="{scope}"] [data-dshloop-loop]',
+    )
+
+
+def selected_view(driver) -> str:
+    """The conversation's view on screen (Chat, Trajectory, Loops): DSH Web's selected tab."""
+    return driver.execute_script(
+        "const tab = document.querySelector('[role=\"tab\"][aria-selected=\"true\"]'); return tab ? tab.innerText.trim() : ''"
+    )
+
+
+def wider_than_the_page(driver, selector: str) -> list[str]:
+    """dshloop's elements under `selector` that reach past either edge of the viewport."""
+    return driver.execute_script(
+        """
+        const width = document.documentElement.clientWidth;
+        return [...document.querySelectorAll(arguments[0])].filter(element => {
+          const box = element.getBoundingClientRect();
+          return box.width > 0 && (box.left < -0.5 || box.right > width + 0.5);
+        }).map(element => {
+          const box = element.getBoundingClientRect();
+          return `${element.tagName.toLowerCase()}[name=${element.getAttribute('name')}] ${box.left}..${box.right} of ${width}`;
+        });
+        """,
+        selector,
+    )
+
+
 def retype(field, text: str) -> None:
     """Replace a field's text with key presses, as a person does: Selenium's clear() sets the value
     behind React's back, so the next render puts the old text back and the typing lands after it."""
@@ -153,7 +186,7 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
 
     added = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_TRAFFIC})
     try:
-        driver.set_window_size(1280, 800)
+        driver.set_window_size(1440, 900)
         open_dsh_web(driver, plugin_dsh, alpha_title)
         wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, '[data-dshloop-open="panel"]'), timeout=15)[0].click()
         wait_for(lambda: row(driver, "global", agents["loop_id"]), timeout=15, message="the agent's loop in the panel")
@@ -221,7 +254,9 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
         edited = api(dshloop, f"/api/loops/{loop_id}")[1]
         assert (edited["schedule"], edited["max_runs"], edited["ends_at"]) == (every(1200), 5, None)
         wait_for(lambda: "Beta report" in row_text(driver, "global", loop_id), timeout=10, message="the new name")
-        assert "ends after 5 runs (0 so far)" in row_text(driver, "global", loop_id)
+        assert "ends after 5 scheduled runs (0 so far; Run now and Retry do not count)" in row_text(
+            driver, "global", loop_id
+        )
 
         press(driver, "global", loop_id, "pause")
         wait_for(lambda: api(dshloop, f"/api/loops/{loop_id}")[1]["state"] == "paused", timeout=10, message="paused")
@@ -250,11 +285,20 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
             timeout=10,
             message="the run in the panel",
         )[0].find_element(By.CSS_SELECTOR, f'[data-dshloop-open-session="{beta}"]').click()
+        # The overlay makes way for the session it opened: B's chat, at the run's card.
+        wait_for(lambda: not driver.find_elements(By.CSS_SELECTOR, "[data-dshloop-overlay]"), timeout=5)
         wait_for(
             lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-status="{beta}"]'),
             timeout=10,
-            message="B opened behind the panel",
+            message="B opened",
         )
+        wait_for(
+            lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-card="{run.run_id}"]'),
+            timeout=10,
+            message="the run's card in B's chat",
+        )
+        assert selected_view(driver) != "Loops"
+        driver.find_element(By.CSS_SELECTOR, '[data-dshloop-open="panel"]').click()
 
         press(driver, "global", loop_id, "delete")
         press(driver, "global", loop_id, "delete")  # "Confirm delete"
@@ -264,9 +308,24 @@ def test_the_global_panel_lists_creates_and_operates_loops_as_dsh_web(
 
         narrow(driver)
         driver.save_screenshot(str(screenshots / "dsh-panel-overlay-phone.png"))
-        driver.set_window_size(1280, 800)
+        # On a phone the panel and its New loop form stay inside the screen.
+        panel = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-panel="global"]')  # opened anew
+        panel.find_element(By.CSS_SELECTOR, '[data-dshloop-action="new"]').click()
+        wait_for(lambda: panel.find_elements(By.CSS_SELECTOR, '[data-dshloop-form="create"]'), timeout=5)
+        assert wider_than_the_page(driver, "[data-dshloop-overlay], [data-dshloop-overlay] *") == []
+        driver.save_screenshot(str(screenshots / "dsh-panel-new-phone.png"))
         driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)  # Escape closes the overlay
         wait_for(lambda: not driver.find_elements(By.CSS_SELECTOR, "[data-dshloop-overlay]"), timeout=5)
+        # The sidebar's Loops entry, in DSH's rail at phone width: a named button of a finger's size.
+        action = driver.find_element(By.CSS_SELECTOR, '[data-dshloop-open="panel"]')
+        assert action.get_attribute("aria-label") == "Loops"
+        assert action.size["width"] >= 32 and action.size["height"] >= 32, action.size
+        assert (
+            wider_than_the_page(driver, '[data-dshloop-open="panel"], [data-dshloop-status], [data-dshloop-status] *')
+            == []
+        )
+        driver.save_screenshot(str(screenshots / "dsh-sidebar-phone.png"))
+        driver.set_window_size(1440, 900)
 
         seen = "\n".join(driver.execute_script("return window.__dshloopSeen"))
         assert "/dshloop/panel" in seen or '"panel"' in seen, seen[:2000]  # the panel's calls were recorded
@@ -290,7 +349,7 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
         lambda: [r for r in runs_of(failing.loop_id) if r.outcome == "failed"], timeout=40, message="a failed turn"
     )
 
-    driver.set_window_size(1280, 800)
+    driver.set_window_size(1440, 900)
     open_dsh_web(driver, plugin_dsh, alpha_title)
     # The composer status opens the conversation's Loops tab: A's loops, none of B's.
     wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-status="{alpha}"]'), timeout=15)[0].click()
@@ -307,6 +366,33 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
     wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, delivered), timeout=10, message="the run delivered here")
     assert "failed" in driver.find_element(By.CSS_SELECTOR, delivered).text
     driver.save_screenshot(str(screenshots / "dsh-panel-tab.png"))
+    # DSH Web's dark theme (it follows the system's by default): the tab takes DSH's colours.
+    dark = {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", dark)
+    driver.save_screenshot(str(screenshots / "dsh-panel-tab-dark.png"))
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+    # A row keeps its place while a loop before it changes its next run (dshloop lists by next
+    # run): nothing moves under the pointer until the person asks for the new order.
+    before = wait_for(lambda: len(rows_in(driver, alpha)) == 2 and rows_in(driver, alpha), timeout=10)
+    Loop.objects.filter(loop_id=before[0]).update(next_at=timezone.now() + timedelta(days=2))
+    wait_for(
+        lambda: (
+            "next in 1d"
+            in (
+                driver.execute_script(
+                    "const f = document.querySelector(arguments[0]); return f ? f.innerText : ''",
+                    f'[data-dshloop-panel="{alpha}"] [data-dshloop-loop="{before[0]}"] [data-dshloop-field="next"]',
+                )
+                or ""
+            )
+        ),
+        timeout=10,
+        message="the new next run in its row",
+    )
+    assert rows_in(driver, alpha) == before
+    driver.find_element(By.CSS_SELECTOR, f'[data-dshloop-panel="{alpha}"] [data-dshloop-action="sort"]').click()
+    wait_for(lambda: rows_in(driver, alpha) == before[::-1], timeout=10, message="dshloop's order, asked for")
 
     # Retry runs it again, now: a second run, marked as run by a person, recorded with the actor.
     press(driver, alpha, failing.loop_id, "retry")
@@ -321,17 +407,29 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
         message="the retry's run delivered here",
     )
     assert trail(dshloop, failing.loop_id)[0] == ("run_now", ACTOR)
+    # A run delivered here shows in the chat: the Chat view, at its card.
+    driver.find_element(
+        By.CSS_SELECTOR, f'[data-dshloop-delivered="{alpha}"] [data-dshloop-run="{retried.run_id}"]'
+    ).click()
+    wait_for(lambda: selected_view(driver) not in ("", "Loops"), timeout=5, message="the chat")
+    wait_for(
+        lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-card="{retried.run_id}"]'),
+        timeout=10,
+        message="the run's card",
+    )
+    wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-status="{alpha}"]'), timeout=5)[0].click()
+    wait_for(lambda: row(driver, alpha, failing.loop_id), timeout=10, message="back in the tab")
 
     narrow(driver)
     driver.save_screenshot(str(screenshots / "dsh-panel-tab-phone.png"))
-    driver.set_window_size(1280, 800)
+    driver.set_window_size(1440, 900)
 
 
 def test_a_fault_in_the_panel_shows_in_the_panel_and_leaves_dsh_web_usable(plugin_dsh, dshloop, sessions, driver):
     from selenium.webdriver.common.by import By
 
     alpha_title = sessions["Alpha"][1]
-    driver.set_window_size(1280, 800)
+    driver.set_window_size(1440, 900)
     open_dsh_web(driver, plugin_dsh, alpha_title)
     driver.execute_script("window.DSHLOOP_FAULT = 'panel'")
     wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, '[data-dshloop-open="panel"]'), timeout=15)[0].click()

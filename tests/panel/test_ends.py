@@ -38,11 +38,21 @@ def test_the_edit_form_sets_and_clears_where_a_loop_ends(staff_client, make_loop
 
     # Shown on its page; the same values sent back change nothing; empty clears them.
     page = staff_client.get(f"/panel/loops/{loop.loop_id}/").content.decode()
-    assert 'id="loop-ends"' in page and "after 5 delivered runs" in page
+    assert 'id="loop-ends"' in page and "after 5 delivered scheduled runs" in page
     assert edit(staff_client, saved, ends_at=local_text(end), max_runs="5").status_code == 302
     assert fresh(loop).revision == 2
     assert edit(staff_client, saved, ends_at="", max_runs="").status_code == 302
     assert (fresh(loop).ends_at, fresh(loop).max_runs, fresh(loop).revision) == (None, None, 3)
+
+
+def test_the_count_towards_the_end_says_it_counts_scheduled_runs_only(staff_client, make_loop):
+    # runs_delivered counts the schedule's own delivered runs: with two Run now runs among five
+    # delivered, the page must not read "3 delivered so far" as if two deliveries were lost.
+    loop = make_loop("Check the deployment")
+    Loop.objects.filter(loop_id=loop.loop_id).update(max_runs=10, runs_delivered=3)
+    page = staff_client.get(f"/panel/loops/{loop.loop_id}/").content.decode()
+    assert "3 scheduled runs delivered so far; Run now and Retry do not count" in page
+    assert "3 delivered so far" not in page
 
 
 def test_a_passed_end_is_refused_on_its_field(staff_client, make_loop):

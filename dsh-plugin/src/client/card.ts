@@ -10,7 +10,7 @@
  * that entry; and an error while drawing a card draws DSH's own row for that message instead.
  */
 
-import { Component, createElement, type ReactElement, type ReactNode, useEffect, useState } from 'react'
+import { createElement, type ReactElement, useEffect, useState } from 'react'
 import type { CardLoop, CardRun } from '../cards.ts'
 
 /** The fields of the `source` dshloop's plugin gives a message (deliver.ts). */
@@ -52,7 +52,7 @@ export function runWords(run: CardRun | undefined): { text: string; failed: bool
   if (run.outcome === 'failed' || run.outcome === 'cancelled') {
     return { text: `${run.outcome}${run.error ? `: ${run.error}` : ''}`, failed: true }
   }
-  if (run.status === 'delivered') return { text: 'delivered, turn running', failed: false }
+  if (run.status === 'delivered') return { text: 'turn running', failed: false }
   return { text: 'delivering', failed: false }
 }
 
@@ -152,7 +152,7 @@ export function LoopCard({ source, text, store, fault, openLoop }: CardProps): R
     ...(source.notice ? { 'data-dshloop-notice': source.loopId } : {}),
     ...(failed ? { 'data-dshloop-mark': 'failed' } : {}),
     ...(mark !== undefined ? { 'data-dshloop-loop-mark': mark } : {}),
-    style: { ...CARD, ...(failed ? { borderColor: '#d92d20' } : {}) },
+    style: { ...CARD, ...(failed ? { borderColor: 'var(--dsw-alias-state-error-primary, #d92d20)' } : {}) },
   },
   createElement('div', { style: ROW },
     createElement('span', { 'aria-hidden': 'true', style: ICON }, source.notice ? '⚠' : '⟳'),
@@ -181,34 +181,10 @@ export function LoopCard({ source, text, store, fault, openLoop }: CardProps): R
   open ? createElement('pre', { style: PRE }, text) : null)
 }
 
-interface BoundaryProps {
-  readonly fallback: () => ReactNode
-  readonly children?: ReactNode
-}
-
-/** An error while drawing a card draws DSH's own row for that message instead (and says why). */
-export class CardBoundary extends Component<BoundaryProps, { failed: boolean }> {
-  constructor(props: BoundaryProps) {
-    super(props)
-    this.state = { failed: false }
-  }
-
-  static getDerivedStateFromError(): { failed: boolean } {
-    return { failed: true }
-  }
-
-  componentDidCatch(error: unknown): void {
-    console.error('dshloop: a loop card failed; DSH draws its own row instead', error)
-  }
-
-  render(): ReactNode {
-    return this.state.failed ? this.props.fallback() : this.props.children
-  }
-}
-
 const CARD = {
-  border: '1px solid rgba(127, 127, 127, 0.35)',
-  borderRadius: '8px',
+  border: '1px solid var(--dsw-alias-border-l2, rgba(127, 127, 127, 0.35))',
+  borderRadius: '12px',
+  background: 'var(--dsw-alias-bg-layer-1, transparent)',
   padding: '8px 10px',
   margin: '4px 0',
   fontSize: '13px',
@@ -220,8 +196,8 @@ const CARD = {
 const ROW = { display: 'flex', flexWrap: 'wrap', gap: '6px', alignItems: 'baseline' }
 const ICON = { opacity: 0.7 }
 const TITLE = { fontWeight: 600 }
-const MUTED = { opacity: 0.75, fontSize: '12px' }
-const FAILED = { color: '#d92d20', fontWeight: 600 }
+const MUTED = { color: 'var(--dsw-alias-label-secondary, inherit)', fontSize: '12px' }
+const FAILED = { color: 'var(--dsw-alias-state-error-primary, #d92d20)', fontWeight: 600 }
 const LINK = { color: 'inherit', fontSize: '12px' }
 const BUTTON = { font: 'inherit', fontSize: '12px', background: 'none', border: 'none', padding: 0, cursor: 'pointer', textDecoration: 'underline', color: 'inherit' }
 const PRE = { whiteSpace: 'pre-wrap', fontSize: '12px', margin: '6px 0 0', opacity: 0.85 }

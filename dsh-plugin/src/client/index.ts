@@ -8,11 +8,14 @@
  * open conversation per refresh. Between answers the countdown ticks locally.
  */
 
+import type { ClientContext, ShippedEntry } from 'dsh:client'
 import { createElement, type FunctionComponent, type ReactElement, useEffect, useState } from 'react'
 import type { CardLoop } from '../cards.ts'
 import { type LoopSummary, statusText, summarize } from '../status.ts'
-import { CardBoundary, CardStore, cardSource, LoopCard, messageText } from './card.ts'
-import { LoopsPanel, type PanelDeps, PanelError, type PanelFocus } from './panel.ts'
+import { CardStore, cardSource, LoopCard, messageText } from './card.ts'
+import { LoopsPanel, type PanelDeps, type PanelFocus } from './panel.ts'
+import { CHANNEL, endpoint, errorText, fault, RpcError } from './runtime.ts'
+import { Boundary, Hint, installStyles, LoopIcon, usePoll } from './ui.ts'
 
 export const name = 'dshloop-client'
 export const inject = ['slots', 'connection', 'sessions']
@@ -33,36 +36,13 @@ interface StatusProps {
   readonly load: Load
 }
 
-interface ClientContext {
-  effect(factory: () => void | (() => void), label?: string): void
-  readonly sessions?: {
-    open(id: string): void
-    readonly list?: { getSnapshot(): { readonly byId?: Readonly<Record<string, { readonly title?: string } | undefined>> } }
-  }
-  readonly connection: {
-    readonly rpc: { call(channel: string, endpoint: string, payload: unknown): Promise<unknown> }
-  }
-  readonly slots: {
-    inject(name: string, register: () => void | (() => void)): void
-    entries(name: string): readonly ShippedEntry[]
-    register<P>(
-      options: {
-        readonly name: string
-        readonly id?: string
-        readonly key?: string
-        readonly order?: number
-        readonly priority?: number
-        readonly locale?: string
-        readonly label?: () => string
-        readonly inject?: (sessionId: string) => P
-      },
-      component: (props: P) => ReactElement | null,
-    ): () => void
-  }
-}
-
 export function apply(ctx: ClientContext): void {
   // Nothing of ours may stop DSH Web from loading: a plugin whose apply throws blanks the page.
+  try {
+    ctx.effect(() => installStyles(), 'dshloop: styles')
+  } catch (error) {
+    console.error('dshloop: the styles could not be installed', error)
+  }
   try {
     applyStatus(ctx)
   } catch (error) {
@@ -92,19 +72,11 @@ const TAB_LABEL = 'Loops'
  */
 function applyPanel(ctx: ClientContext): void {
   const deps: PanelDeps = {
-    rpc: async payload => {
-      const result = await ctx.connection.rpc.call('/dshloop', 'panel', payload) as {
-        ok?: boolean
-        value?: { refused?: { code?: string; message?: string; field?: unknown } }
-        error?: { code?: string; message?: string }
-      }
-      const refused = result?.ok === true ? result.value?.refused : result?.error
-      if (result?.ok === true && refused === undefined) return result.value
-      const field = (refused as { field?: unknown } | undefined)?.field
-      throw new PanelError(refused?.code ?? 'internal', refused?.message ?? 'The dshloop plugin did not answer.',
-        typeof field === 'string' ? field : undefined)
+    rpc: endpoint(ctx.connection.rpc.call.bind(ctx.connection.rpc), 'panel', 'The dshloop plugin did not answer.'),
+    showSession: ctx.sessions === undefined ? undefined : (sessionId: string, runId?: string) => {
+      ctx.sessions?.open(sessionId)
+      showChat(runId)
     },
-    openSession: ctx.sessions === undefined ? undefined : (sessionId: string) => ctx.sessions?.open(sessionId),
     titleOf: sessionId => {
       try {
         return ctx.sessions?.list?.getSnapshot().byId?.[sessionId]?.title
@@ -113,13 +85,20 @@ function applyPanel(ctx: ClientContext): void {
       }
     },
   }
-  const Action = ({ wide }: { wide?: boolean }): ReactElement => createElement('button', {
-    type: 'button',
-    'data-dshloop-open': 'panel',
-    title: 'Every loop, from dshloop',
-    onClick: () => overlay.show(),
-    style: { ...ACTION, ...(wide === false ? { padding: '6px 0', justifyContent: 'center' } : {}) },
-  }, createElement('span', { 'aria-hidden': 'true' }, '⟳'), wide === false ? null : createElement('span', null, 'Loops'))
+  // DSH's rail (a narrow sidebar, a phone) hands `wide: false`: the icon alone, as DSH's own
+  // actions there, at their size, named for screen readers and on hover.
+  const Action = ({ wide }: { wide?: boolean }): ReactElement => {
+    const rail = wide === false
+    const button = createElement('button', {
+      type: 'button',
+      'data-dshloop-open': 'panel',
+      'aria-label': 'Loops',
+      ...(rail ? {} : { title: 'Every loop, from dshloop' }),
+      onClick: () => overlay.show(),
+      className: rail ? 'dshloop-sidebar-action dshloop-sidebar-action--rail' : 'dshloop-sidebar-action',
+    }, LoopIcon(rail ? 18 : 16), rail ? null : createElement('span', null, 'Loops'))
+    return rail ? Hint('Loops', button) : button
+  }
 
   const Overlay = (): ReactElement | null => {
     const [open, setOpen] = useState(overlay.open)
@@ -135,11 +114,11 @@ function applyPanel(ctx: ClientContext): void {
     if (!open) return null
     return createElement('div', {
       'data-dshloop-overlay': 'true',
-      style: OVERLAY,
+      className: 'dshloop-overlay',
       onClick: (event: { target: unknown; currentTarget: unknown }) => {
         if (event.target === event.currentTarget) overlay.set(false)
       },
-    }, createElement('div', { role: 'dialog', 'aria-label': 'Loops', style: OVERLAY_BOX },
+    }, createElement('div', { role: 'dialog', 'aria-label': 'Loops', className: 'dshloop-dialog' },
       // Keyed by the loop it was opened on, so a card's "Open loop" starts it afresh on that loop.
       createElement(LoopsPanel, { key: overlay.focus?.loopId ?? '', scope: 'global', deps, focus: overlay.focus, onClose: () => overlay.set(false) })))
   }
@@ -197,73 +176,42 @@ class OverlayState {
  * switches views, so the composer status presses the tab's own button. False when it is not there.
  */
 export function openLoopsTab(from: Element | null): boolean {
-  const tabs = Array.from((from?.ownerDocument ?? document).querySelectorAll('[role="tab"]'))
-  const tab = tabs.find(element => element.textContent?.trim() === TAB_LABEL)
-  if (!(tab instanceof HTMLElement)) return false
+  const tab = loopsTab(from?.ownerDocument ?? document)
+  if (tab === undefined) return false
   tab.click()
   return true
 }
 
-const overlay = new OverlayState()
-
-const ACTION = {
-  display: 'flex',
-  alignItems: 'center',
-  gap: '8px',
-  width: '100%',
-  font: 'inherit',
-  fontSize: '13px',
-  padding: '6px 10px',
-  background: 'transparent',
-  border: 'none',
-  borderRadius: '6px',
-  color: 'inherit',
-  cursor: 'pointer',
-  textAlign: 'left',
-}
-const OVERLAY = {
-  position: 'fixed',
-  inset: '0',
-  zIndex: 1000,
-  pointerEvents: 'auto',
-  background: 'rgba(0, 0, 0, 0.35)',
-  display: 'flex',
-  justifyContent: 'center',
-  alignItems: 'flex-start',
-  padding: 'min(6vh, 48px) 0 0',
-}
-const OVERLAY_BOX = {
-  background: 'Canvas',
-  color: 'CanvasText',
-  width: 'min(960px, 100vw)',
-  maxHeight: 'calc(100vh - min(6vh, 48px))',
-  overflowY: 'auto',
-  borderRadius: '10px',
-  boxShadow: '0 8px 32px rgba(0, 0, 0, 0.25)',
-  boxSizing: 'border-box',
+function loopsTab(page: Document): HTMLElement | undefined {
+  const tab = Array.from(page.querySelectorAll('[role="tab"]')).find(element => element.textContent?.trim() === TAB_LABEL)
+  return tab instanceof HTMLElement ? tab : undefined
 }
 
 /**
- * A switch that forces a fault into the web half, for the test that proves a fault there leaves
- * DSH Web usable: `window.DSHLOOP_FAULT` = "apply" (installing throws) or "card" (drawing a card
- * throws). Nothing sets it but that test.
+ * After a session is opened: its chat, not the Loops tab it may have been left on (the view is kept
+ * per session), scrolled to the run's card when there is one. DSH Web switches views only through
+ * its tabs, so this presses the first (Chat), for as long as the newly opened session takes to draw.
  */
-function fault(): string {
-  const value = (globalThis as { DSHLOOP_FAULT?: unknown }).DSHLOOP_FAULT
-  return typeof value === 'string' ? value : ''
+function showChat(runId: string | undefined, page: Document = document): void {
+  const until = Date.now() + 1_500
+  const step = (): void => {
+    const ours = loopsTab(page)
+    if (ours?.getAttribute('aria-selected') === 'true') {
+      const first = ours.parentElement?.querySelector('[role="tab"]')
+      if (first instanceof HTMLElement && first !== ours) first.click()
+    }
+    const card = runId === undefined ? null : page.querySelector(`[data-dshloop-card="${CSS.escape(runId)}"]`)
+    if (card !== null) card.scrollIntoView({ block: 'center' })
+    else if (Date.now() < until) setTimeout(step, 100)
+  }
+  setTimeout(step, 0)
 }
 
+const overlay = new OverlayState()
+
 function applyStatus(ctx: ClientContext): void {
-  const load: Load = async sessionId => {
-    const result = await ctx.connection.rpc.call('/dshloop', 'status', { sessionId }) as {
-      ok?: boolean
-      value?: StatusAnswer
-      error?: { code?: string; message?: string }
-    }
-    if (result?.ok === true && result.value !== undefined) return result.value
-    const failure = new Error(result?.error?.message ?? 'The dshloop plugin sent no status.')
-    throw Object.assign(failure, { code: result?.error?.code ?? 'internal' })
-  }
+  const status = endpoint(ctx.connection.rpc.call.bind(ctx.connection.rpc), 'status', 'The dshloop plugin sent no status.')
+  const load: Load = async sessionId => await status({ sessionId }) as StatusAnswer
   ctx.slots.inject('conversation.input.right', () => ctx.slots.register({
     name: 'conversation.input.right',
     id: 'dshloop-status',
@@ -272,18 +220,12 @@ function applyStatus(ctx: ClientContext): void {
   }, LoopStatus))
 }
 
-interface ShippedEntry {
-  readonly component?: unknown
-  readonly options?: { readonly key?: string }
-  readonly locale?: string
-}
-
 const CHAT_NODE = 'conversation.chat.node'
 
 function applyCards(ctx: ClientContext): void {
   if (fault() === 'apply') throw new Error('dshloop: a fault forced into apply (DSHLOOP_FAULT)')
   const store = new CardStore(async loopIds => {
-    const result = await ctx.connection.rpc.call('/dshloop', 'cards', { loopIds }) as {
+    const result = await ctx.connection.rpc.call(CHANNEL, 'cards', { loopIds }) as {
       ok?: boolean
       value?: { loops?: Record<string, CardLoop> }
     }
@@ -296,7 +238,7 @@ function applyCards(ctx: ClientContext): void {
     const theirs = () => createElement(own, props)
     const source = cardSource(props)
     if (source === undefined) return theirs()
-    return createElement(CardBoundary, { fallback: theirs },
+    return createElement(Boundary, { label: 'a loop card (DSH draws its own row instead)', fallback: theirs },
       createElement(LoopCard, {
         source,
         text: messageText(props),
@@ -342,34 +284,14 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
   const [view, setView] = useState<View>({ kind: 'loading' })
   const [now, setNow] = useState(() => Date.now())
 
-  useEffect(() => {
-    let stopped = false
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const poll = async (): Promise<void> => {
-      // A hidden tab costs dshloop nothing; it catches up when it is shown again.
-      if (typeof document === 'undefined' || !document.hidden) {
-        try {
-          const answer = await load(sessionId)
-          if (!stopped) setView({ kind: 'ready', sessionId, answer })
-        } catch (error) {
-          if (!stopped) {
-            setView(previous => ({
-              kind: 'error',
-              sessionId,
-              message: error instanceof Error ? error.message : String(error),
-              unreachable: ['unreachable', 'timeout'].includes((error as { code?: string }).code ?? ''),
-              ...(previous.kind === 'loading' || previous.sessionId !== sessionId ? {} : { answer: previous.answer }),
-            }))
-          }
-        }
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), REFRESH_MS)
-    }
-    void poll()
-    return () => {
-      stopped = true
-      if (timer !== undefined) clearTimeout(timer)
-    }
+  usePoll(() => load(sessionId), REFRESH_MS, answer => setView({ kind: 'ready', sessionId, answer }), error => {
+    setView(previous => ({
+      kind: 'error',
+      sessionId,
+      message: errorText(error),
+      unreachable: error instanceof RpcError && error.unreachable,
+      ...(previous.kind === 'loading' || previous.sessionId !== sessionId ? {} : { answer: previous.answer }),
+    }))
   }, [sessionId, load])
 
   useEffect(() => {
@@ -383,7 +305,7 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
       'data-dshloop-status': sessionId,
       'data-dshloop-error': 'true',
       title: view.message,
-      style: { ...STYLE, opacity: 0.7 },
+      style: { ...STYLE, color: 'var(--dsw-alias-label-tertiary, inherit)' },
     }, view.unreachable ? 'loops: dshloop unreachable' : 'loops: unavailable')
   }
   const answer = view.answer as StatusAnswer
@@ -405,19 +327,30 @@ export function LoopStatus({ dshloopSessionId: sessionId, load }: StatusProps): 
     },
     title: view.kind === 'error'
       ? `Last known; refreshing failed: ${view.message}`
-      : 'This conversation\'s loops (the Loops tab)',
-    style: { ...STYLE, ...(marked ? { color: '#b42318', fontWeight: 600 } : {}) },
+      : summary.failed > 0
+        // The countdown of a failing loop is its held-back next run: say so where the number shows.
+        ? 'This conversation\'s loops (the Loops tab). A loop whose scheduled runs fail waits longer before each next run, and pauses after several failures in a row; its row in the tab says how long and why.'
+        : 'This conversation\'s loops (the Loops tab)',
+    style: { ...STYLE, ...(marked ? { color: 'var(--dsw-alias-state-error-primary, #b42318)', fontWeight: 600 } : {}) },
   }, statusText(summary, now), marked ? MARK : null)
 }
 
 const MARK = createElement('span', { 'aria-hidden': 'true', style: { marginLeft: '4px' } }, '⚠')
 
+// One line that gives way first on a narrow composer (an ellipsis, the whole text on hover in
+// the tab it opens), so that DSH's own controls beside it keep their room.
 const STYLE = {
   fontSize: '12px',
   lineHeight: '20px',
+  display: 'inline-block',
+  maxWidth: '100%',
+  verticalAlign: 'middle',
   whiteSpace: 'nowrap',
+  overflow: 'hidden',
+  textOverflow: 'ellipsis',
+  minWidth: '0',
+  flexShrink: 1,
   textDecoration: 'none',
-  color: 'inherit',
-  opacity: 0.85,
+  color: 'var(--dsw-alias-label-secondary, inherit)',
   padding: '0 6px',
 }

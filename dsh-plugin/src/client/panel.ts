@@ -9,7 +9,7 @@
  * panel (PanelBoundary), never a blank DSH Web.
  */
 
-import { Component, createElement as h, type ReactElement, type ReactNode, useEffect, useState } from 'react'
+import { createElement as h, type ReactElement, useEffect, useRef, useState } from 'react'
 import {
   ACTION_LABELS,
   actionsOf,
@@ -22,7 +22,10 @@ import {
   type FormMode,
   formOf,
   isFailing,
+  keepOrder,
+  lastRunWords,
   type LoopForm,
+  nextWords,
   opOf,
   type PanelLoop,
   preview,
@@ -31,30 +34,26 @@ import {
   toChanges,
   toInput,
 } from '../loops-view.ts'
-import { countdown } from '../status.ts'
 import { runWords } from './card.ts'
+import { errorText, fault, RpcError } from './runtime.ts'
+import { Badge, Boundary, Button, usePoll } from './ui.ts'
 
 export const PANEL_REFRESH_MS = 3_000
 const TICK_MS = 1_000
 const TYPING_MS = 300
 
-/** A refusal from the host half: dshloop's code, its sentence, and the input field it names. */
-export class PanelError extends Error {
-  readonly code: string
-  readonly field: string | undefined
-  constructor(code: string, message: string, field?: string) {
-    super(message)
-    this.code = code
-    this.field = field
-  }
-}
+/** A refusal from the host half (runtime.ts): dshloop's code, its sentence, and the input field it names. */
+export const PanelError = RpcError
 
 export type PanelRpc = (payload: { readonly op: string; readonly [key: string]: unknown }) => Promise<unknown>
 
 export interface PanelDeps {
   readonly rpc: PanelRpc
-  /** Opens a DSH session (ctx.sessions.open); undefined when DSH Web offers none. */
-  readonly openSession: ((sessionId: string) => void) | undefined
+  /**
+   * Shows a DSH session's chat (ctx.sessions.open, then its Chat view), at one run's card when it is
+   * there; undefined when DSH Web offers no way to open a session.
+   */
+  readonly showSession: ((sessionId: string, runId?: string) => void) | undefined
   /** A session's title as DSH Web lists it: dshloop knows the titles of sessions it delivered to only. */
   readonly titleOf: (sessionId: string) => string | undefined
 }
@@ -63,6 +62,8 @@ interface ListAnswer {
   readonly loops: readonly PanelLoop[]
   readonly more: boolean
   readonly titles: Readonly<Record<string, string>>
+  /** Whether the rows are drawn in another order than dshloop's (by next run): they kept their places. */
+  readonly unsorted?: boolean
 }
 
 interface RunRow {
@@ -137,15 +138,15 @@ interface PanelProps {
 
 /** The panel, guarded: an error while drawing it draws a message in its place. */
 export function LoopsPanel(props: PanelProps): ReactElement {
-  return h(PanelBoundary, { scope: props.scope }, h(PanelBody, props as never))
-}
-
-function fault(): boolean {
-  return (globalThis as { DSHLOOP_FAULT?: unknown }).DSHLOOP_FAULT === 'panel'
+  return h(Boundary, {
+    label: 'the Loops panel',
+    fallback: (error: string) => h('div', { 'data-dshloop-panel': props.scope, 'data-dshloop-error': 'panel', className: 'dshloop-panel dshloop-error' },
+      `The Loops panel failed: ${error}. DSH works as before; dshloop's own panel shows the same loops.`),
+  }, h(PanelBody, props as never))
 }
 
 function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
-  if (fault()) throw new Error('dshloop: a fault forced into the Loops panel (DSHLOOP_FAULT)')
+  if (fault() === 'panel') throw new Error('dshloop: a fault forced into the Loops panel (DSHLOOP_FAULT)')
   const current = scope === 'global' ? undefined : scope
   const [filters, setFilters] = useState<Filters>(focus === undefined ? NO_FILTERS : focusFilters(focus))
   const [list, setList] = useState<ListAnswer | undefined>(undefined)
@@ -167,38 +168,29 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
     return () => clearTimeout(timer)
   }, [filters.q])
 
-  useEffect(() => {
-    let stopped = false
-    let timer: ReturnType<typeof setTimeout> | undefined
-    const poll = async (): Promise<void> => {
-      if (typeof document === 'undefined' || !document.hidden) {
-        try {
-          const asked = { ...filters, q, ...(current === undefined ? {} : { session: current }) }
-          const answer = await deps.rpc({ op: 'list', ...asked }) as ListAnswer
-          if (!stopped) {
-            setList(answer)
-            setListError(undefined)
-          }
-          if (current !== undefined) {
-            const delivered = await deps.rpc({ op: 'delivered', sessionId: current }) as { runs: RunRow[] }
-            if (!stopped) setDelivered(delivered.runs)
-          }
-          if (openId !== undefined) {
-            const more = await deps.rpc({ op: 'loop', loopId: openId }) as { runs: RunRow[]; events: EventRow[] }
-            if (!stopped) setHistory({ loopId: openId, runs: more.runs, events: more.events })
-          }
-        } catch (error) {
-          if (!stopped) setListError(error instanceof Error ? error.message : String(error))
-        }
-      }
-      if (!stopped) timer = setTimeout(() => void poll(), PANEL_REFRESH_MS)
+  // The order the rows are drawn in (loop IDs): kept while the person looks, so that a refresh never
+  // moves a row from under the pointer; forgotten on a deliberate change (filters, a save, Sort).
+  const shown = useRef<string[] | undefined>(undefined)
+  const resort = (): void => {
+    shown.current = undefined
+    refresh()
+  }
+  usePoll(async () => {
+    const asked = { ...filters, q, ...(current === undefined ? {} : { session: current }) }
+    const answer = await deps.rpc({ op: 'list', ...asked }) as ListAnswer
+    const loops = keepOrder(shown.current, answer.loops)
+    shown.current = loops.map(loop => loop.loop_id)
+    const unsorted = loops.some((loop, index) => answer.loops[index]?.loop_id !== loop.loop_id)
+    setList({ ...answer, loops, unsorted })
+    setListError(undefined)
+    if (current !== undefined) setDelivered((await deps.rpc({ op: 'delivered', sessionId: current }) as { runs: RunRow[] }).runs)
+    if (openId !== undefined) {
+      const more = await deps.rpc({ op: 'loop', loopId: openId }) as { runs: RunRow[]; events: EventRow[] }
+      setHistory({ loopId: openId, runs: more.runs, events: more.events })
     }
-    void poll()
-    return () => {
-      stopped = true
-      if (timer !== undefined) clearTimeout(timer)
-    }
-  }, [deps, current, filters.state, filters.target, filters.session, q, openId, version])
+  }, PANEL_REFRESH_MS, () => undefined, error => setListError(errorText(error)), [deps, current, openId, version])
+  // A deliberate change of what is listed: dshloop's order again.
+  useEffect(() => resort(), [filters.state, filters.target, filters.session, q])
 
   useEffect(() => {
     const ticker = setInterval(() => setNow(Date.now()), TICK_MS)
@@ -227,7 +219,7 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
       await deps.rpc({ op: opOf(loop, action), loopId: loop.loop_id })
       setNotices(previous => ({ ...previous, [loop.loop_id]: '' }))
     } catch (error) {
-      setNotices(previous => ({ ...previous, [loop.loop_id]: error instanceof Error ? error.message : String(error) }))
+      setNotices(previous => ({ ...previous, [loop.loop_id]: errorText(error) }))
     }
     refresh()
   }
@@ -241,10 +233,10 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
         await deps.rpc({ op: 'edit', loopId: form.loop.loop_id, changes: toChanges(form.values, form.loop, current) })
       }
       setForm(undefined)
-      refresh()
+      resort() // the person's own change: the list in dshloop's order, their loop where it belongs
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error)
-      const field = error instanceof FormError ? error.field : formFieldOf(error instanceof PanelError ? error.field : undefined, form.values)
+      const message = errorText(error)
+      const field = error instanceof FormError ? error.field : formFieldOf(error instanceof RpcError ? error.field : undefined, form.values)
       setForm({ ...form, busy: false, errors: field === undefined ? {} : { [field]: message }, ...(field === undefined ? { general: message } : {}) })
     }
   }
@@ -257,17 +249,19 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
     const title = list?.titles[loop.session_id] ?? deps.titleOf(loop.session_id)
     if (title) titles[loop.session_id] = title
   }
-  return h('div', { 'data-dshloop-panel': scope, style: PANEL },
-    h('div', { style: HEADER },
-      h('strong', { style: { fontSize: '16px' } }, current === undefined ? 'Loops' : 'Loops of this conversation'),
-      h('span', { style: { flex: '1' } }),
-      h('button', {
-        type: 'button',
+  // Showing a session takes the person there: the overlay that covered it closes.
+  const showSession = deps.showSession === undefined ? undefined : (sessionId: string, runId?: string) => {
+    onClose?.()
+    deps.showSession?.(sessionId, runId)
+  }
+  return h('div', { 'data-dshloop-panel': scope, className: 'dshloop-panel' },
+    h('div', { className: 'dshloop-header' },
+      h('span', { className: 'dshloop-title' }, current === undefined ? 'Loops' : 'Loops of this conversation'),
+      Button('primary', {
         'data-dshloop-action': 'new',
-        style: PRIMARY,
         onClick: () => setForm({ mode: 'create', values: emptyForm(current), errors: {}, busy: false }),
       }, 'New loop'),
-      onClose ? h('button', { type: 'button', 'aria-label': 'Close', 'data-dshloop-action': 'close', style: BUTTON, onClick: onClose }, 'Close') : null),
+      onClose ? Button('outline', { 'aria-label': 'Close', 'data-dshloop-action': 'close', onClick: onClose }, 'Close') : null),
     h(FilterBar, { filters, setFilters, global: current === undefined, sessions: sessions ?? [] }),
     form ? h(LoopFormView, {
       form,
@@ -278,11 +272,16 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
       onCancel: () => setForm(undefined),
       onSubmit: () => void submit(),
     }) : null,
-    listError ? h('div', { 'data-dshloop-error': 'list', style: ERROR }, `Could not refresh: ${listError}`) : null,
+    listError ? h('div', { 'data-dshloop-error': 'list', className: 'dshloop-error' }, `Could not refresh: ${listError}`) : null,
+    list?.unsorted
+      ? h('div', { className: 'dshloop-row dshloop-meta', 'data-dshloop-unsorted': 'true' },
+        h('span', null, 'Rows keep their places while you look; dshloop lists by next run.'),
+        Button('ghost', { 'data-dshloop-action': 'sort', onClick: resort }, 'Sort by next run'))
+      : null,
     list === undefined
-      ? h('div', { style: MUTED }, listError ? '' : 'Loading…')
+      ? h('div', { className: 'dshloop-muted' }, listError ? '' : 'Loading…')
       : list.loops.length === 0
-        ? deletedOpen ? null : h('div', { 'data-dshloop-empty': 'true', style: { ...MUTED, padding: '12px 0' } }, 'no loops')
+        ? deletedOpen ? null : h('div', { 'data-dshloop-empty': 'true', className: 'dshloop-muted', style: { padding: '12px 0' } }, 'no loops')
         : h('div', null, ...list.loops.map(loop => h(LoopRow, {
           key: loop.loop_id,
           loop,
@@ -292,50 +291,69 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
           confirming: confirming === loop.loop_id,
           notice: notices[loop.loop_id] ?? '',
           history: history?.loopId === loop.loop_id ? history : undefined,
-          openSession: deps.openSession,
+          showSession,
           onToggle: () => setOpenId(openId === loop.loop_id ? undefined : loop.loop_id),
           onAction: (action: string) => void act(loop, action),
         }))),
     deletedOpen && history !== undefined
-      ? h(DeletedLoop, { history, name: delivered?.find(run => run.loop_id === history.loopId)?.loop_name, now, openSession: deps.openSession })
+      ? h(DeletedLoop, { history, name: delivered?.find(run => run.loop_id === history.loopId)?.loop_name, now, showSession })
       : null,
-    list?.more ? h('div', { style: MUTED }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
+    list?.more ? h('div', { className: 'dshloop-muted' }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
     current !== undefined && delivered !== undefined
-      ? h(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now })
+      ? h(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now, showSession })
       : null)
 }
 
 /** A deleted loop opened from one of its cards: what is left of it, its runs and its trail (spec §4). */
-function DeletedLoop({ history, name, now, openSession }: {
+function DeletedLoop({ history, name, now, showSession }: {
   history: { readonly loopId: string; readonly runs: readonly RunRow[]; readonly events: readonly EventRow[] }
   name: string | undefined
   now: number
-  openSession: RowProps['openSession']
+  showSession: RowProps['showSession']
 }): ReactElement {
   const deleted = history.events[0]
-  return h('div', { 'data-dshloop-loop-deleted': history.loopId, style: CARD },
-    h('div', { style: ROW },
+  return h('div', { 'data-dshloop-loop-deleted': history.loopId, className: 'dshloop-card' },
+    h('div', { className: 'dshloop-row' },
       h('strong', null, name ?? history.loopId),
-      h('span', { 'data-dshloop-field': 'state', style: MARKED }, 'deleted')),
-    h('div', { style: { ...SMALL, ...MUTED } },
+      Badge('error', { 'data-dshloop-field': 'state' }, 'deleted')),
+    h('div', { className: 'dshloop-meta' },
       `Deleted${deleted ? ` ${ago(deleted.at, now)}` : ''}: it no longer runs; its runs and trail stay.`),
-    h(History, { history, now, openSession }))
+    h(History, { history, now, showSession }))
 }
 
-/** The runs delivered into this conversation, newest first, each with the loop it came from. */
-function Delivered({ sessionId, runs, loops, now }: { sessionId: string; runs: readonly RunRow[]; loops: readonly PanelLoop[]; now: number }): ReactElement {
+/**
+ * The runs delivered into this conversation, newest first, each with the loop it came from; a click
+ * shows the run in the chat (its card).
+ */
+function Delivered({ sessionId, runs, loops, now, showSession }: {
+  sessionId: string
+  runs: readonly RunRow[]
+  loops: readonly PanelLoop[]
+  now: number
+  showSession: RowProps['showSession']
+}): ReactElement {
   const prompts = new Map(loops.map(loop => [loop.loop_id, loop.name ?? preview(loop.prompt, 60)]))
-  return h('div', { 'data-dshloop-delivered': sessionId, style: { marginTop: '12px' } },
-    h('strong', { style: SMALL }, 'Runs delivered here'),
-    runs.length === 0 ? h('div', { style: { ...SMALL, ...MUTED } }, 'none yet') : null,
+  return h('div', { 'data-dshloop-delivered': sessionId },
+    h('div', { className: 'dshloop-section' }, 'Runs delivered here'),
+    runs.length === 0 ? h('div', { className: 'dshloop-meta' }, 'none yet') : null,
     ...runs.map(run => {
       const words = runWords(run)
-      return h('div', { key: run.run_id, 'data-dshloop-run': run.run_id, style: { ...ROW, ...SMALL } },
-        h('span', null, ago(run.scheduled_at, now)),
-        h('span', { style: MUTED }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
-        run.loop_deleted ? h('span', { 'data-dshloop-loop-deleted': run.loop_id, style: MUTED }, 'loop deleted') : null,
-        run.manual ? h('span', { style: MUTED }, 'run now') : null,
-        h('span', { style: words?.failed ? { color: '#d92d20' } : undefined }, words?.text ?? run.status))
+      const parts = [
+        h('span', { key: 'at' }, ago(run.scheduled_at, now)),
+        h('span', { key: 'loop', className: 'dshloop-muted' }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
+        run.loop_deleted ? h('span', { key: 'deleted', 'data-dshloop-loop-deleted': run.loop_id, className: 'dshloop-muted' }, 'loop deleted') : null,
+        run.manual ? h('span', { key: 'manual', className: 'dshloop-muted' }, 'run now') : null,
+        h('span', { key: 'words', className: words?.failed ? 'dshloop-error' : undefined }, words?.text ?? run.status),
+      ]
+      if (showSession === undefined) return h('div', { key: run.run_id, 'data-dshloop-run': run.run_id, className: 'dshloop-run' }, ...parts)
+      return h('button', {
+        key: run.run_id,
+        type: 'button',
+        'data-dshloop-run': run.run_id,
+        className: 'dshloop-run',
+        title: 'Show this run in the chat',
+        onClick: () => showSession(sessionId, run.run_id),
+      }, ...parts)
     }))
 }
 
@@ -351,17 +369,18 @@ function FilterBar({ filters, setFilters, global, sessions }: FilterBarProps): R
     const value = event.target.value
     setFilters(previous => ({ ...previous, [key]: value }))
   }
-  return h('div', { style: ROW },
-    select('dshloop-filter-state', filters.state, STATE_OPTIONS, set('state')),
-    global ? select('dshloop-filter-target', filters.target, TARGET_OPTIONS, set('target')) : null,
-    global ? select('dshloop-filter-session', filters.session, [['', 'Any session'], ...sessions.map(sessionOption)], set('session')) : null,
+  return h('div', { className: 'dshloop-filters' },
+    select('dshloop-filter-state', filters.state, STATE_OPTIONS, set('state'), 'State'),
+    global ? select('dshloop-filter-target', filters.target, TARGET_OPTIONS, set('target'), 'Target') : null,
+    global ? select('dshloop-filter-session', filters.session, [['', 'Any session'], ...sessions.map(sessionOption)], set('session'), 'Session') : null,
     h('input', {
       type: 'search',
       name: 'dshloop-filter-q',
+      'aria-label': 'Prompt text or loop ID',
       placeholder: 'Prompt text or loop ID',
       value: filters.q,
       onChange: set('q'),
-      style: { ...INPUT, flex: '1 1 160px' },
+      className: 'dshloop-input',
     }))
 }
 
@@ -369,8 +388,9 @@ function sessionOption(session: SessionRow): readonly [string, string] {
   return [session.session_id, session.title ? `${session.title} (${session.session_id})` : session.session_id]
 }
 
-function select(name: string, value: string, options: readonly (readonly [string, string])[], onChange: (event: { target: { value: string } }) => void): ReactElement {
-  return h('select', { name, value, onChange, style: INPUT }, ...options.map(([key, label]) => h('option', { key, value: key }, label)))
+function select(name: string, value: string, options: readonly (readonly [string, string])[], onChange: (event: { target: { value: string } }) => void, label?: string): ReactElement {
+  return h('select', { name, value, onChange, className: 'dshloop-input', ...(label ? { 'aria-label': label } : {}) },
+    ...options.map(([key, text]) => h('option', { key, value: key }, text)))
 }
 
 interface RowProps {
@@ -381,63 +401,67 @@ interface RowProps {
   readonly confirming: boolean
   readonly notice: string
   readonly history: { readonly runs: readonly RunRow[]; readonly events: readonly EventRow[] } | undefined
-  readonly openSession: ((sessionId: string) => void) | undefined
+  readonly showSession: ((sessionId: string, runId?: string) => void) | undefined
   readonly onToggle: () => void
   readonly onAction: (action: string) => void
 }
 
-function LoopRow({ loop, titles, now, open, confirming, notice, history, openSession, onToggle, onAction }: RowProps): ReactElement {
+function LoopRow({ loop, titles, now, open, confirming, notice, history, showSession, onToggle, onAction }: RowProps): ReactElement {
   const state = stateWords(loop)
   const failing = isFailing(loop)
+  const marked = state === 'failed' || state === 'awaiting approval' || state === 'paused'
+  const next = nextWords(loop, now)
+  const last = lastRunWords(loop, now)
+  const ends = endsWords(loop, now)
   return h('div', {
     'data-dshloop-loop': loop.loop_id,
     'data-dshloop-state': state,
     ...(failing ? { 'data-dshloop-mark': 'failed' } : {}),
-    style: { ...CARD, ...(failing ? { borderColor: '#d92d20' } : {}) },
+    className: failing ? 'dshloop-card dshloop-card--failing' : 'dshloop-card',
   },
-  h('div', { style: ROW },
-    h('button', { type: 'button', onClick: onToggle, style: { ...LINKISH, fontWeight: 600 }, 'aria-expanded': open, title: loop.prompt },
+  h('div', { className: 'dshloop-row' },
+    h('button', { type: 'button', onClick: onToggle, className: 'dshloop-name', 'aria-expanded': open, title: loop.prompt },
       loop.name ? `${loop.name} — ${preview(loop.prompt, 80)}` : preview(loop.prompt)),
-    h('span', { 'data-dshloop-field': 'state', style: state === 'failed' || state === 'awaiting approval' || state === 'paused' ? MARKED : BADGE }, state)),
-  h('div', { style: { ...ROW, ...SMALL } },
+    Badge(state === 'failed' ? 'error' : marked ? 'warning' : state === 'running' ? 'ongoing' : undefined, { 'data-dshloop-field': 'state' }, state)),
+  h('div', { className: 'dshloop-row dshloop-meta' },
     h('span', { 'data-dshloop-field': 'schedule' }, loop.schedule_text ?? loop.schedule.kind),
-    h('span', null, '→'),
+    h('span', { className: 'dshloop-muted' }, '→'),
     h('span', { 'data-dshloop-field': 'target' }, targetWords(loop.session_id, titles)),
-    loop.next_at !== undefined ? h('span', { 'data-dshloop-field': 'next' }, `next ${countdown(loop.next_at, now)}`) : null,
-    loop.last_run_at !== undefined
-      ? h('span', { 'data-dshloop-field': 'last-run' }, `last run ${ago(loop.last_run_at, now)}${loop.last_result ? ` · ${loop.last_result}` : ''}`)
-      : h('span', { style: MUTED }, 'not run yet'),
-    endsWords(loop, now) !== undefined ? h('span', { 'data-dshloop-field': 'ends' }, endsWords(loop, now)) : null),
-  loop.last_error ? h('div', { 'data-dshloop-field': 'last-error', style: { ...SMALL, color: '#d92d20' } }, `last error: ${loop.last_error}`) : null,
-  h('div', { style: { ...ROW, marginTop: '4px' } },
-    ...actionsOf(loop).map(action => h('button', {
+    next !== undefined ? h('span', { 'data-dshloop-field': 'next' }, next) : null,
+    last !== undefined ? h('span', { 'data-dshloop-field': 'last-run' }, last) : h('span', { className: 'dshloop-muted' }, 'not run yet'),
+    ends !== undefined ? h('span', { 'data-dshloop-field': 'ends' }, ends) : null),
+  loop.last_error ? h('div', { 'data-dshloop-field': 'last-error', className: 'dshloop-error' }, `last error: ${loop.last_error}`) : null,
+  h('div', { className: 'dshloop-actions' },
+    ...actionsOf(loop).map(action => Button(action === 'delete' && confirming ? 'primary' : 'outline', {
       key: action,
-      type: 'button',
       'data-dshloop-action': action,
-      style: action === 'delete' && confirming ? DANGER : BUTTON,
+      ...(action === 'delete' ? { className: 'dshloop-danger' } : {}),
       onClick: () => onAction(action),
     }, action === 'delete' && confirming ? 'Confirm delete' : ACTION_LABELS[action] ?? action)),
-    h('button', { type: 'button', 'data-dshloop-action': 'runs', style: BUTTON, onClick: onToggle }, open ? 'Hide runs' : 'Runs')),
-  notice ? h('div', { 'data-dshloop-notice': 'true', style: ERROR }, notice) : null,
-  open ? h(History, { history, now, openSession }) : null)
+    Button('ghost', { 'data-dshloop-action': 'runs', onClick: onToggle, 'aria-expanded': open }, open ? 'Hide runs' : 'Runs')),
+  notice ? h('div', { 'data-dshloop-notice': 'true', className: 'dshloop-error' }, notice) : null,
+  open ? h(History, { history, now, showSession }) : null)
 }
 
-function History({ history, now, openSession }: { history: RowProps['history']; now: number; openSession: RowProps['openSession'] }): ReactElement {
-  if (history === undefined) return h('div', { style: MUTED }, 'Loading runs…')
-  return h('div', { style: { marginTop: '6px' } },
-    h('div', { style: SMALL }, history.runs.length === 0 ? 'No runs yet.' : 'Runs, newest first'),
+function History({ history, now, showSession }: { history: RowProps['history']; now: number; showSession: RowProps['showSession'] }): ReactElement {
+  if (history === undefined) return h('div', { className: 'dshloop-muted' }, 'Loading runs…')
+  return h('div', { style: { marginTop: '8px' } },
+    h('div', { className: 'dshloop-section' }, history.runs.length === 0 ? 'No runs yet.' : 'Runs, newest first'),
     ...history.runs.map(run => {
       const words = runWords(run)
-      return h('div', { key: run.run_id, 'data-dshloop-run': run.run_id, style: { ...ROW, ...SMALL } },
+      return h('div', { key: run.run_id, 'data-dshloop-run': run.run_id, className: 'dshloop-run' },
         h('span', null, ago(run.scheduled_at, now)),
-        run.manual ? h('span', { style: MUTED }, 'run now') : null,
-        h('span', { style: words?.failed ? { color: '#d92d20' } : undefined }, words?.text ?? run.status),
-        run.target_session_id && openSession
-          ? h('button', { type: 'button', 'data-dshloop-open-session': run.target_session_id, style: BUTTON, onClick: () => openSession(run.target_session_id as string) }, 'Open session')
+        run.manual ? h('span', { className: 'dshloop-muted' }, 'run now') : null,
+        h('span', { className: words?.failed ? 'dshloop-error' : undefined }, words?.text ?? run.status),
+        run.target_session_id && showSession
+          ? Button('outline', {
+            'data-dshloop-open-session': run.target_session_id,
+            onClick: () => showSession(run.target_session_id as string, run.run_id),
+          }, 'Open session')
           : null)
     }),
-    history.events.length > 0 ? h('div', { style: { ...SMALL, marginTop: '6px' } }, 'Trail') : null,
-    ...history.events.map((event, index) => h('div', { key: `${event.at}-${index}`, 'data-dshloop-event': event.kind, style: { ...SMALL, ...MUTED } },
+    history.events.length > 0 ? h('div', { className: 'dshloop-section' }, 'Trail') : null,
+    ...history.events.map((event, index) => h('div', { key: `${event.at}-${index}`, 'data-dshloop-event': event.kind, className: 'dshloop-meta' },
       `${ago(event.at, now)} · ${event.kind} · ${event.actor.kind}${event.actor.id ? ` ${event.actor.id}` : ''}`)))
 }
 
@@ -465,7 +489,7 @@ function LoopFormView({ form, sessions, current, onField, onCancel, onSubmit }: 
   }
   return h('form', {
     'data-dshloop-form': form.mode,
-    style: { ...CARD, display: 'grid', gap: '6px' },
+    className: 'dshloop-card dshloop-form',
     onSubmit: (event: { preventDefault(): void }) => {
       event.preventDefault()
       onSubmit()
@@ -477,62 +501,21 @@ function LoopFormView({ form, sessions, current, onField, onCancel, onSubmit }: 
     const onInput = (event: { target: { value: string } }) => onField(spec.key, event.target.value)
     const error = form.errors[spec.key]
     const options = optionsOf(spec.key)
+    const common = { name: spec.key, value, onChange: onInput, className: 'dshloop-input' }
     const control = spec.control === 'textarea'
-      ? h('textarea', { name: spec.key, value, onChange: onInput, rows: 3, style: INPUT })
+      ? h('textarea', { ...common, rows: 3 })
       : spec.control === 'select' && options !== undefined
-        ? h('select', { name: spec.key, value, onChange: onInput, style: INPUT }, ...options.map(([key, label]) => h('option', { key, value: key }, label)))
+        ? h('select', common, ...options.map(([key, label]) => h('option', { key, value: key }, label)))
         : spec.control === 'datetime'
-          ? h('input', { name: spec.key, type: 'datetime-local', value, onChange: onInput, style: INPUT })
-          : h('input', { name: spec.key, type: 'text', inputMode: spec.control === 'number' ? 'numeric' : undefined, value, onChange: onInput, style: INPUT })
-    return h('label', { key: spec.key, 'data-dshloop-input': spec.key, style: { display: 'grid', gap: '2px', ...SMALL } },
-      h('span', null, spec.label, spec.hint ? h('span', { style: MUTED }, ` — ${spec.hint}`) : null),
+          ? h('input', { ...common, type: 'datetime-local' })
+          : h('input', { ...common, type: 'text', inputMode: spec.control === 'number' ? 'numeric' : undefined })
+    return h('label', { key: spec.key, 'data-dshloop-input': spec.key, className: 'dshloop-field' },
+      h('span', null, spec.label, spec.hint ? h('span', { className: 'dshloop-muted' }, ` — ${spec.hint}`) : null),
       control,
-      error ? h('span', { 'data-dshloop-field-error': spec.key, role: 'alert', style: { color: '#d92d20' } }, error) : null)
+      error ? h('span', { 'data-dshloop-field-error': spec.key, role: 'alert', className: 'dshloop-error' }, error) : null)
   }),
-  form.general ? h('div', { 'data-dshloop-field-error': 'form', role: 'alert', style: ERROR }, form.general) : null,
-  h('div', { style: ROW },
-    h('button', { type: 'submit', 'data-dshloop-action': 'save', disabled: form.busy, style: PRIMARY }, form.mode === 'create' ? 'Create' : 'Save'),
-    h('button', { type: 'button', 'data-dshloop-action': 'cancel', onClick: onCancel, style: BUTTON }, 'Cancel')))
+  form.general ? h('div', { 'data-dshloop-field-error': 'form', role: 'alert', className: 'dshloop-error' }, form.general) : null,
+  h('div', { className: 'dshloop-actions' },
+    Button('primary', { type: 'submit', 'data-dshloop-action': 'save', disabled: form.busy }, form.mode === 'create' ? 'Create' : 'Save'),
+    Button('outline', { 'data-dshloop-action': 'cancel', onClick: onCancel }, 'Cancel')))
 }
-
-interface BoundaryProps {
-  readonly scope: string
-  readonly children?: ReactNode
-}
-
-/** An error while drawing the panel shows in the panel: DSH Web around it keeps working. */
-export class PanelBoundary extends Component<BoundaryProps, { error: string | undefined }> {
-  constructor(props: BoundaryProps) {
-    super(props)
-    this.state = { error: undefined }
-  }
-
-  static getDerivedStateFromError(error: unknown): { error: string } {
-    return { error: error instanceof Error ? error.message : String(error) }
-  }
-
-  componentDidCatch(error: unknown): void {
-    console.error('dshloop: the Loops panel failed', error)
-  }
-
-  render(): ReactNode {
-    if (this.state.error === undefined) return this.props.children
-    return h('div', { 'data-dshloop-panel': this.props.scope, 'data-dshloop-error': 'panel', style: { ...PANEL, ...ERROR } },
-      `The Loops panel failed: ${this.state.error}. DSH works as before; dshloop's own panel shows the same loops.`)
-  }
-}
-
-const PANEL = { fontSize: '13px', lineHeight: '18px', padding: '12px', boxSizing: 'border-box', width: '100%', overflowWrap: 'anywhere' }
-const HEADER = { display: 'flex', gap: '8px', alignItems: 'center', marginBottom: '8px' }
-const ROW = { display: 'flex', flexWrap: 'wrap', gap: '6px', alignItems: 'center' }
-const CARD = { border: '1px solid rgba(127, 127, 127, 0.35)', borderRadius: '8px', padding: '8px 10px', margin: '6px 0' }
-const SMALL = { fontSize: '12px' }
-const MUTED = { opacity: 0.7 }
-const ERROR = { color: '#b42318', fontSize: '12px', margin: '4px 0' }
-const BADGE = { fontSize: '11px', border: '1px solid rgba(127, 127, 127, 0.45)', borderRadius: '10px', padding: '0 6px' }
-const MARKED = { ...BADGE, color: '#b42318', borderColor: '#d92d20', fontWeight: 600 }
-const INPUT = { font: 'inherit', fontSize: '13px', padding: '4px 6px', borderRadius: '6px', border: '1px solid rgba(127, 127, 127, 0.5)', background: 'transparent', color: 'inherit', maxWidth: '100%', boxSizing: 'border-box' }
-const BUTTON = { font: 'inherit', fontSize: '12px', whiteSpace: 'nowrap', padding: '2px 8px', borderRadius: '6px', border: '1px solid rgba(127, 127, 127, 0.5)', background: 'transparent', color: 'inherit', cursor: 'pointer' }
-const PRIMARY = { ...BUTTON, fontWeight: 600 }
-const DANGER = { ...BUTTON, color: '#b42318', borderColor: '#d92d20', fontWeight: 600 }
-const LINKISH = { font: 'inherit', background: 'none', border: 'none', padding: 0, color: 'inherit', cursor: 'pointer', textAlign: 'left' }
