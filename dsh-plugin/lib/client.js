@@ -387,9 +387,10 @@ function nextWords(loop, now) {
   const held = failures > 0 && loop.state !== "paused" && loop.state !== "completed";
   return `next ${countdown(loop.next_at, now)}${held ? ` \xB7 held back after ${failures === 1 ? "a failed run" : `${failures} failed runs in a row`}` : ""}`;
 }
-function lastRunWords(loop, now) {
+function lastRunWords(loop, now, latest) {
   if (loop.last_run_at === void 0) return void 0;
-  return `last run ${ago(loop.last_run_at, now)}${loop.last_result === "failed" ? " \xB7 failed" : ""}`;
+  const result = loop.last_result === "failed" ? " \xB7 failed" : latest === void 0 ? "" : ` \xB7 ${latest}`;
+  return `last run ${ago(loop.last_run_at, now)}${result}`;
 }
 function endsWords(loop, now) {
   const parts = [];
@@ -775,6 +776,11 @@ function PanelBody({ scope, deps, onClose, focus }) {
     const title = list?.titles[loop.session_id] ?? deps.titleOf(loop.session_id);
     if (title) titles[loop.session_id] = title;
   }
+  const newest = /* @__PURE__ */ new Map();
+  for (const run of [...delivered ?? [], ...history?.runs ?? []]) {
+    const known = newest.get(run.loop_id);
+    if (known === void 0 || run.scheduled_at > known.scheduled_at) newest.set(run.loop_id, run);
+  }
   const showSession = deps.showSession === void 0 ? void 0 : (sessionId, runId) => {
     onClose?.();
     deps.showSession?.(sessionId, runId);
@@ -818,6 +824,7 @@ function PanelBody({ scope, deps, onClose, focus }) {
       confirming: confirming === loop.loop_id,
       notice: notices[loop.loop_id] ?? "",
       history: history?.loopId === loop.loop_id ? history : void 0,
+      latest: newest.get(loop.loop_id),
       showSession,
       onToggle: () => setOpenId(openId === loop.loop_id ? void 0 : loop.loop_id),
       onAction: (action) => void act(loop, action)
@@ -906,12 +913,13 @@ function select(name2, value, options, onChange, label) {
     ...options.map(([key, text]) => (0, import_react3.createElement)("option", { key, value: key }, text))
   );
 }
-function LoopRow({ loop, titles, now, open, confirming, notice, history, showSession, onToggle, onAction }) {
+function LoopRow({ loop, titles, now, open, confirming, notice, history, latest, showSession, onToggle, onAction }) {
   const state = stateWords(loop);
   const failing = isFailing(loop);
   const marked = state === "failed" || state === "awaiting approval" || state === "paused";
   const next = nextWords(loop, now);
-  const last = lastRunWords(loop, now);
+  const current = latest !== void 0 && loop.last_run_at !== void 0 && latest.scheduled_at <= loop.last_run_at ? latest : void 0;
+  const last = lastRunWords(loop, now, runWords(current)?.text);
   const ends = endsWords(loop, now);
   return (0, import_react3.createElement)(
     "div",

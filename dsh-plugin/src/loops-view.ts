@@ -256,11 +256,14 @@ export function nextWords(loop: PanelLoop, now: number): string | undefined {
 
 /**
  * The last run, in the words a run's card and the Runs list use: a failure is "failed"; a delivered
- * run says nothing more here, since whether its turn succeeded is the run's own (Runs, the card).
+ * run's turn is the run's own (turn running, succeeded, failed: …), given as `latest` (its words
+ * from the newest run the panel holds of the loop) when known, else nothing more is said. So a
+ * Retry's run reads "turn running" here while the composer, which knows no turns, drops "failed".
  */
-export function lastRunWords(loop: PanelLoop, now: number): string | undefined {
+export function lastRunWords(loop: PanelLoop, now: number, latest?: string): string | undefined {
   if (loop.last_run_at === undefined) return undefined
-  return `last run ${ago(loop.last_run_at, now)}${loop.last_result === 'failed' ? ' · failed' : ''}`
+  const result = loop.last_result === 'failed' ? ' · failed' : latest === undefined ? '' : ` · ${latest}`
+  return `last run ${ago(loop.last_run_at, now)}${result}`
 }
 
 /** How a loop ends, in words, or undefined when it has no end. */

@@ -33,6 +33,9 @@ test('the last run speaks the runs\' words: a failure is named, a delivery leave
   assert.equal(lastRunWords(loop('a'), NOW), undefined)
   assert.equal(lastRunWords(loop('a', { last_run_at: NOW - 65_000, last_result: 'delivered' }), NOW), 'last run 1m 05s ago')
   assert.equal(lastRunWords(loop('a', { last_run_at: NOW - 65_000, last_result: 'failed' }), NOW), 'last run 1m 05s ago · failed')
+  // A Retry's run, delivered, its turn not ended: the run's own words, not a stale "failed".
+  assert.equal(lastRunWords(loop('a', { last_run_at: NOW - 2_000, last_result: 'delivered' }), NOW, 'turn running'), 'last run 2s ago · turn running')
+  assert.equal(lastRunWords(loop('a', { last_run_at: NOW - 2_000, last_result: 'delivered' }), NOW, 'succeeded'), 'last run 2s ago · succeeded')
 })
 
 test('a channel answer is its value; a failure or a refusal is an RpcError with its code and field', () => {

@@ -407,6 +407,19 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
         message="the retry's run delivered here",
     )
     assert trail(dshloop, failing.loop_id)[0] == ("run_now", ACTOR)
+
+    # The row's last run says what the retry's run says (turn running, then failed), never "failed"
+    # while its run says otherwise, nor nothing while it has an outcome.
+    def last_run_agrees() -> bool:
+        words, last = driver.execute_script(
+            "const q = s => (document.querySelector(s) || {}).innerText || '';"
+            "return [q(arguments[0]), q(arguments[1])]",
+            f'[data-dshloop-delivered="{alpha}"] [data-dshloop-run="{retried.run_id}"] > span:last-child',
+            f'[data-dshloop-panel="{alpha}"] [data-dshloop-loop="{failing.loop_id}"] [data-dshloop-field="last-run"]',
+        )
+        return bool(words) and words.split(":")[0] in last
+
+    wait_for(last_run_agrees, timeout=10, message="the row's last run in its run's words")
     # A run delivered here shows in the chat: the Chat view, at its card.
     driver.find_element(
         By.CSS_SELECTOR, f'[data-dshloop-delivered="{alpha}"] [data-dshloop-run="{retried.run_id}"]'

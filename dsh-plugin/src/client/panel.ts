@@ -249,6 +249,13 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
     const title = list?.titles[loop.session_id] ?? deps.titleOf(loop.session_id)
     if (title) titles[loop.session_id] = title
   }
+  // The newest run the panel holds of each loop (a tab's runs delivered here, an open loop's runs):
+  // how its turn went, for the row's last run.
+  const newest = new Map<string, RunRow>()
+  for (const run of [...(delivered ?? []), ...(history?.runs ?? [])]) {
+    const known = newest.get(run.loop_id)
+    if (known === undefined || run.scheduled_at > known.scheduled_at) newest.set(run.loop_id, run)
+  }
   // Showing a session takes the person there: the overlay that covered it closes.
   const showSession = deps.showSession === undefined ? undefined : (sessionId: string, runId?: string) => {
     onClose?.()
@@ -291,6 +298,7 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
           confirming: confirming === loop.loop_id,
           notice: notices[loop.loop_id] ?? '',
           history: history?.loopId === loop.loop_id ? history : undefined,
+          latest: newest.get(loop.loop_id),
           showSession,
           onToggle: () => setOpenId(openId === loop.loop_id ? undefined : loop.loop_id),
           onAction: (action: string) => void act(loop, action),
@@ -401,17 +409,21 @@ interface RowProps {
   readonly confirming: boolean
   readonly notice: string
   readonly history: { readonly runs: readonly RunRow[]; readonly events: readonly EventRow[] } | undefined
+  /** The newest run the panel holds of this loop, if any. */
+  readonly latest?: RunRow | undefined
   readonly showSession: ((sessionId: string, runId?: string) => void) | undefined
   readonly onToggle: () => void
   readonly onAction: (action: string) => void
 }
 
-function LoopRow({ loop, titles, now, open, confirming, notice, history, showSession, onToggle, onAction }: RowProps): ReactElement {
+function LoopRow({ loop, titles, now, open, confirming, notice, history, latest, showSession, onToggle, onAction }: RowProps): ReactElement {
   const state = stateWords(loop)
   const failing = isFailing(loop)
   const marked = state === 'failed' || state === 'awaiting approval' || state === 'paused'
   const next = nextWords(loop, now)
-  const last = lastRunWords(loop, now)
+  // Its words only when it is the run the loop last recorded (a run at or before last_run_at).
+  const current = latest !== undefined && loop.last_run_at !== undefined && latest.scheduled_at <= loop.last_run_at ? latest : undefined
+  const last = lastRunWords(loop, now, runWords(current)?.text)
   const ends = endsWords(loop, now)
   return h('div', {
     'data-dshloop-loop': loop.loop_id,
