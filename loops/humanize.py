@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from loops import schedules
+from loops import schedule_text, schedules
 from loops.models import Loop
 
 PROMPT_PREVIEW_CHARS = 140
@@ -218,7 +218,7 @@ def _ordinal_days(days: list[int]) -> str:
 
 def cron_words(expr: str) -> str | None:
     """Common cron shapes in words (no zone); None when the expression is better shown raw."""
-    expr = schedules.CRON_MACROS.get(expr.strip().lower(), expr)
+    expr = schedule_text.CRON_MACROS.get(expr.strip().lower(), expr)
     fields = expr.split()
     if len(fields) != 5:
         return None

@@ -25,7 +25,8 @@ from itertools import pairwise
 
 from croniter import croniter
 
-from loops.schedules import After, Cron, Every, Schedule, load_zone, normalize_cron
+from loops.schedule_text import normalize_cron
+from loops.schedules import After, Cron, Every, Schedule, load_zone
 from loops.zone_transitions import offset_changes, rule_decides_from
 
 _DAY = 86_400

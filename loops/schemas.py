@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 from core.errors import InvalidInput
 from core.limits import MAX_NAME_CHARS, MAX_SAFE_INTEGER
 from core.schemas import Identifier, StrictModel, Text
-from loops import schedules
+from loops import schedule_text, schedules
 from sessions_app.hosts.base import OUTCOME_TEXT_LIMIT
 
 MAX_PROMPT_CHARS = 100_000
@@ -116,7 +116,7 @@ class CronSchedule(StrictModel):
         """STYLE 3: valid only if a next occurrence can be computed; else the contract's error."""
         try:
             return schedules.validate_cron(self.expr, self.tz, host_tz=host_tz, now=now)
-        except schedules.ScheduleError as exc:
+        except schedule_text.ScheduleError as exc:
             raise InvalidInput(exc.message, field=exc.field, code=exc.code) from exc
 
 

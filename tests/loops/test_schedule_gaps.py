@@ -15,8 +15,9 @@ from croniter import CroniterBadDateError, croniter
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from loops import schedule_gaps, schedules
-from loops.schedules import Cron, ScheduleError
+from loops import schedule_gaps, schedule_text, schedules
+from loops.schedule_text import ScheduleError
+from loops.schedules import Cron
 
 MINUTES = ["*", "0", "30", "0,30", "*/7", "0,59", "2,58", "15,45", "0-10/5", "1-59/29", "57", "0,10,20,30,40,57"]
 HOURS = ["*", "0", "2", "1,3", "0-20/2,23", "0,23", "*/5", "9-17", "1,2,3", "12", "1,3,5,7,9,11,13,15,17,19,21,23"]
@@ -77,13 +78,13 @@ def real_gaps(cron: Cron, now: datetime, count: int) -> list[timedelta]:
 def test_the_days_a_cron_fires_on_are_croniters(dom, month, dow):
     expr = f"0 0 {dom} {month} {dow}"
     try:
-        walls = croniter(schedules.normalize_cron(expr), datetime(2026, 12, 31, 23, 59))
+        walls = croniter(schedule_text.normalize_cron(expr), datetime(2026, 12, 31, 23, 59))
         fired = [walls.get_next(datetime).date()]
     except (ScheduleError, CroniterBadDateError):
         assume(False)  # refused when made: not valid, or never fires (an impossible "#" or "W" side)
     while fired[-1].year <= 2029:
         fired.append(walls.get_next(datetime).date())
-    days = schedule_gaps._shape(schedules.normalize_cron(expr)).days
+    days = schedule_gaps._shape(schedule_text.normalize_cron(expr)).days
     modelled = [date(year, 1, 1) + timedelta(days=day) for year in (2027, 2028, 2029) for day in days.of_year(year)]
     assert modelled == fired[:-1]
 

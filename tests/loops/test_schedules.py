@@ -12,20 +12,19 @@ import pytest
 import time_machine
 from croniter import croniter
 
+from core.limits import MAX_SAFE_INTEGER
 from loops import schedules
+from loops.schedule_text import ScheduleError, normalize_cron
 from loops.schedules import (
-    MAX_SAFE_INTEGER,
     MISSED_COUNT_LIMIT,
     After,
     CatchUp,
     Cron,
     Every,
-    ScheduleError,
     catch_up,
     first_occurrence,
     load_zone,
     next_occurrence,
-    normalize_cron,
     upcoming,
     validate_cron,
 )
