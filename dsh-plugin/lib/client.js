@@ -79,7 +79,191 @@ function pad(value) {
 }
 
 // src/client/card.ts
+var import_react2 = require("react");
+
+// src/client/ui.ts
 var import_react = require("react");
+
+// src/client/runtime.ts
+var CHANNEL = "/dshloop";
+var RpcError = class extends Error {
+  code;
+  field;
+  constructor(code, message, field) {
+    super(message);
+    this.code = code;
+    this.field = field;
+  }
+  /** dshloop or the host half could not be reached, as opposed to refusing. */
+  get unreachable() {
+    return this.code === "unreachable" || this.code === "timeout";
+  }
+};
+function unwrap(result, missing) {
+  const answer = result;
+  const refused = answer?.ok === true ? answer.value?.refused : answer?.error;
+  if (answer?.ok === true && refused === void 0 && answer.value !== void 0) return answer.value;
+  const field = refused?.field;
+  throw new RpcError(refused?.code ?? "internal", refused?.message ?? missing, typeof field === "string" ? field : void 0);
+}
+function endpoint(call, name2, missing) {
+  return async (payload) => unwrap(await call(CHANNEL, name2, payload), missing);
+}
+function errorText(error) {
+  return error instanceof Error ? error.message : String(error);
+}
+function pageHidden() {
+  return typeof document !== "undefined" && document.hidden;
+}
+function poll({ load, every, onValue, onError, skip = pageHidden, timers = TIMERS }) {
+  let stopped = false;
+  let handle;
+  const round = async () => {
+    if (!skip()) {
+      try {
+        const value = await load();
+        if (!stopped) onValue(value);
+      } catch (error) {
+        if (!stopped) onError(error);
+      }
+    }
+    if (!stopped) handle = timers.set(() => void round(), every);
+  };
+  void round();
+  return () => {
+    stopped = true;
+    if (handle !== void 0) timers.clear(handle);
+  };
+}
+var TIMERS = {
+  set: (callback, ms) => setTimeout(callback, ms),
+  clear: (handle) => clearTimeout(handle)
+};
+function fault() {
+  const value = globalThis.DSHLOOP_FAULT;
+  return typeof value === "string" ? value : "";
+}
+
+// src/client/ui.ts
+var loaded;
+function primitives() {
+  if (loaded === void 0) {
+    try {
+      loaded = require("@deepseek-ai/dsh-client-ui-primitives");
+      if (typeof loaded?.Button !== "function") loaded = null;
+    } catch {
+      loaded = null;
+    }
+  }
+  return loaded;
+}
+function Button(variant, props, ...children) {
+  const ui = primitives();
+  const className = ["dshloop-button", props.className].filter(Boolean).join(" ");
+  if (ui !== null) return (0, import_react.createElement)(ui.Button, { variant, size: "sm", ...props, className }, ...children);
+  return (0, import_react.createElement)("button", { type: "button", ...props, className: `${className} dshloop-button--${variant}` }, ...children);
+}
+function Badge(tone, props, text) {
+  const ui = primitives();
+  const className = ["dshloop-badge", tone ? `dshloop-badge--${tone}` : "", props.className].filter(Boolean).join(" ");
+  const dot = tone !== void 0 && ui !== null ? (0, import_react.createElement)(ui.StateDot, { state: tone, size: 8 }) : null;
+  if (ui !== null) return (0, import_react.createElement)("span", { ...props, className }, (0, import_react.createElement)(ui.Pill, null, dot, text));
+  return (0, import_react.createElement)("span", { ...props, className }, text);
+}
+function Hint(label, child) {
+  const ui = primitives();
+  return ui === null ? child : (0, import_react.createElement)(ui.Tooltip, { label, delayMs: 400 }, child);
+}
+var STYLE_ID = "dshloop-styles";
+var CSS2 = String.raw`
+.dshloop-panel,.dshloop-panel *{box-sizing:border-box}
+.dshloop-panel{width:100%;max-width:100%;min-width:0;padding:16px;color:var(--dsw-alias-label-primary,CanvasText);font-family:var(--dsw-font-family,system-ui);font-size:13px;line-height:20px;overflow-wrap:anywhere}
+.dshloop-header{display:flex;flex-wrap:wrap;gap:8px;align-items:center;margin-bottom:12px}
+.dshloop-title{font-size:16px;line-height:24px;font-weight:600;flex:1 1 auto;min-width:0}
+.dshloop-row{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;min-width:0}
+.dshloop-card{border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.35));border-radius:12px;background:var(--dsw-alias-bg-layer-1,transparent);padding:12px 14px;margin:8px 0;min-width:0}
+.dshloop-card--failing{border-color:color-mix(in srgb,var(--dsw-alias-state-error-primary,#d92d20) 55%,var(--dsw-alias-border-l2,transparent))}
+.dshloop-name{font:inherit;font-weight:600;font-size:14px;background:none;border:none;padding:0;color:inherit;cursor:pointer;text-align:left;min-width:0;flex:1 1 12em}
+.dshloop-name:hover{color:var(--dsw-alias-state-business-primary,inherit)}
+.dshloop-meta{color:var(--dsw-alias-label-secondary,inherit);font-size:12px;line-height:18px}
+.dshloop-muted{color:var(--dsw-alias-label-tertiary,inherit)}
+.dshloop-error{color:var(--dsw-alias-state-error-primary,#b42318);font-size:12px;line-height:18px}
+.dshloop-section{font-size:12px;font-weight:600;color:var(--dsw-alias-label-secondary,inherit);margin:16px 0 4px}
+.dshloop-actions{display:flex;flex-wrap:wrap;gap:6px;margin-top:8px}
+.dshloop-button{max-width:100%}
+.dshloop-button--outline{border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));background:transparent;color:inherit;border-radius:14px;padding:0 10px;height:28px;font:inherit;font-size:12px;cursor:pointer}
+.dshloop-button--primary{border:none;background:var(--dsw-alias-button-primary-fill,#333);color:var(--dsw-alias-label-primary-foreground,#fff);border-radius:14px;padding:0 12px;height:28px;font:inherit;font-size:12px;font-weight:600;cursor:pointer}
+.dshloop-button--ghost{border:none;background:transparent;color:inherit;border-radius:14px;padding:0 10px;height:28px;font:inherit;font-size:12px;cursor:pointer}
+.dshloop-button.dshloop-danger{color:var(--dsw-alias-state-error-primary,#b42318)}
+.dshloop-badge{display:inline-flex;flex:none;font-size:12px}
+.dshloop-badge--error{color:var(--dsw-alias-state-error-primary,#b42318)}
+.dshloop-badge--error>*{color:var(--dsw-alias-state-error-primary,#b42318)}
+.dshloop-badge--warning>*{color:var(--dsw-alias-state-warn-label,inherit)}
+.dshloop-field{display:grid;gap:4px;min-width:0;font-size:12px;color:var(--dsw-alias-label-secondary,inherit)}
+.dshloop-input{display:block;width:100%;max-width:100%;min-width:0;height:32px;padding:0 8px;border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));border-radius:8px;background:var(--dsw-alias-bg-layer-1,transparent);color:var(--dsw-alias-label-primary,inherit);font:inherit;font-size:13px;outline:none}
+textarea.dshloop-input{height:auto;min-height:72px;padding:6px 8px;resize:vertical}
+.dshloop-input:focus{border-color:var(--dsw-alias-state-business-primary,Highlight)}
+.dshloop-filters{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:8px}
+.dshloop-form{display:grid;gap:10px;min-width:0}
+.dshloop-run{display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center;padding:6px 8px;margin:0 -8px;border-radius:8px;font-size:12px;line-height:18px;min-width:0}
+button.dshloop-run{width:calc(100% + 16px);border:none;background:none;color:inherit;font:inherit;font-size:12px;text-align:left;cursor:pointer}
+button.dshloop-run:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12))}
+.dshloop-overlay{position:fixed;inset:0;z-index:1000;pointer-events:auto;background:var(--dsw-alias-bg-mask-1,rgba(0,0,0,.35));display:flex;justify-content:center;align-items:flex-start;padding:min(6vh,48px) 0 0}
+.dshloop-dialog{background:var(--dsw-alias-bg-base,Canvas);color:var(--dsw-alias-label-primary,CanvasText);width:min(960px,100vw);max-height:calc(100vh - min(6vh,48px));overflow-y:auto;border:1px solid var(--dsw-alias-border-l2,transparent);border-radius:16px;box-shadow:var(--dsw-shadow-lv3,0 8px 32px rgba(0,0,0,.25))}
+.dshloop-sidebar-action{display:flex;align-items:center;gap:8px;width:100%;height:32px;padding:0 8px;border:none;border-radius:8px;background:transparent;color:var(--dsw-alias-label-secondary,inherit);font:inherit;font-size:13px;cursor:pointer;text-align:left}
+.dshloop-sidebar-action:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12));color:var(--dsw-alias-label-primary,inherit)}
+.dshloop-sidebar-action--rail{justify-content:center;width:36px;height:36px;padding:0;margin:0 auto}
+.dshloop-sidebar-action svg{flex:none}
+@media (max-width:560px){.dshloop-panel{padding:12px}.dshloop-dialog{border-radius:0;border:none;max-height:100vh}.dshloop-overlay{padding:0}}
+`;
+function installStyles() {
+  if (typeof document === "undefined" || document.getElementById(STYLE_ID) !== null) return () => void 0;
+  const style = document.createElement("style");
+  style.id = STYLE_ID;
+  style.textContent = CSS2;
+  document.head.append(style);
+  return () => style.remove();
+}
+function usePoll(load, every, onValue, onError, deps) {
+  const handlers = (0, import_react.useRef)({ load, onValue, onError });
+  handlers.current = { load, onValue, onError };
+  (0, import_react.useEffect)(() => poll({
+    load: () => handlers.current.load(),
+    every,
+    onValue: (value) => handlers.current.onValue(value),
+    onError: (error) => handlers.current.onError(error)
+  }), deps);
+}
+var Boundary = class extends import_react.Component {
+  constructor(props) {
+    super(props);
+    this.state = { error: void 0 };
+  }
+  static getDerivedStateFromError(error) {
+    return { error: errorText(error) };
+  }
+  componentDidCatch(error) {
+    console.error(`dshloop: ${this.props.label} failed`, error);
+  }
+  render() {
+    return this.state.error === void 0 ? this.props.children : this.props.fallback(this.state.error);
+  }
+};
+function LoopIcon(size) {
+  return (0, import_react.createElement)(
+    "svg",
+    { width: size, height: size, viewBox: "0 0 16 16", fill: "none", "aria-hidden": "true" },
+    (0, import_react.createElement)("path", {
+      d: "M13.5 8a5.5 5.5 0 1 1-1.61-3.89M13.5 2.5v3h-3",
+      stroke: "currentColor",
+      strokeWidth: 1.3,
+      strokeLinecap: "round",
+      strokeLinejoin: "round"
+    })
+  );
+}
+
+// src/client/card.ts
 function cardSource(props) {
   const data = props?.node?.data;
   const source = data?.source;
@@ -165,15 +349,15 @@ var CardStore = class {
 };
 function LoopCard({ source, text, store, fault: fault2, openLoop }) {
   if (fault2) throw new Error("dshloop: a fault forced into the loop card (DSHLOOP_FAULT)");
-  const [, setVersion] = (0, import_react.useState)(0);
-  const [open, setOpen] = (0, import_react.useState)(false);
-  (0, import_react.useEffect)(() => store.watch(source.loopId, () => setVersion((version) => version + 1)), [store, source.loopId]);
+  const [, setVersion] = (0, import_react2.useState)(0);
+  const [open, setOpen] = (0, import_react2.useState)(false);
+  (0, import_react2.useEffect)(() => store.watch(source.loopId, () => setVersion((version) => version + 1)), [store, source.loopId]);
   const loop = store.get(source.loopId);
   const run = runWords(loop?.runs[source.runId]);
   const mark = loopMark(loop);
   const title = loop?.name ?? source.summary ?? "Loop";
   const failed = run?.failed === true || loop?.last_result === "failed";
-  return (0, import_react.createElement)(
+  return (0, import_react2.createElement)(
     "div",
     {
       "data-dshloop-card": source.runId,
@@ -183,24 +367,24 @@ function LoopCard({ source, text, store, fault: fault2, openLoop }) {
       ...mark !== void 0 ? { "data-dshloop-loop-mark": mark } : {},
       style: { ...CARD, ...failed ? { borderColor: "var(--dsw-alias-state-error-primary, #d92d20)" } : {} }
     },
-    (0, import_react.createElement)(
+    (0, import_react2.createElement)(
       "div",
       { style: ROW },
-      (0, import_react.createElement)("span", { "aria-hidden": "true", style: ICON }, source.notice ? "\u26A0" : "\u27F3"),
-      (0, import_react.createElement)("strong", { style: TITLE, title }, source.notice ? `Notice: ${title}` : title),
-      loop?.schedule_text ? (0, import_react.createElement)("span", { style: MUTED }, loop.schedule_text) : null
+      (0, import_react2.createElement)("span", { "aria-hidden": "true", style: ICON }, source.notice ? "\u26A0" : LoopIcon(14)),
+      (0, import_react2.createElement)("strong", { style: TITLE, title }, source.notice ? `Notice: ${title}` : title),
+      loop?.schedule_text ? (0, import_react2.createElement)("span", { style: MUTED }, loop.schedule_text) : null
     ),
-    (0, import_react.createElement)(
+    (0, import_react2.createElement)(
       "div",
       { style: { ...MUTED, ...ROW } },
-      (0, import_react.createElement)("span", null, source.notice ? "failure notice from dshloop" : "delivered by dshloop"),
-      run ? (0, import_react.createElement)("span", { style: run.failed ? FAILED : void 0 }, `\xB7 ${run.text}`) : null,
-      mark ? (0, import_react.createElement)("span", { style: FAILED }, `\xB7 ${mark}`) : null
+      (0, import_react2.createElement)("span", null, source.notice ? "failure notice from dshloop" : "delivered by dshloop"),
+      run ? (0, import_react2.createElement)("span", { style: run.failed ? FAILED : void 0 }, `\xB7 ${run.text}`) : null,
+      mark ? (0, import_react2.createElement)("span", { style: FAILED }, `\xB7 ${mark}`) : null
     ),
-    (0, import_react.createElement)(
+    (0, import_react2.createElement)(
       "div",
       { style: { ...ROW, marginTop: "2px" } },
-      (0, import_react.createElement)("a", {
+      (0, import_react2.createElement)("a", {
         href: loop?.panelUrl,
         target: "_blank",
         rel: "noopener",
@@ -213,13 +397,13 @@ function LoopCard({ source, text, store, fault: fault2, openLoop }) {
         },
         style: LINK
       }, "Open loop"),
-      (0, import_react.createElement)(
+      (0, import_react2.createElement)(
         "button",
         { type: "button", onClick: () => setOpen(!open), style: BUTTON, "aria-expanded": open },
         open ? "Hide message" : "Show message"
       )
     ),
-    open ? (0, import_react.createElement)("pre", { style: PRE }, text) : null
+    open ? (0, import_react2.createElement)("pre", { style: PRE }, text) : null
   );
 }
 var CARD = {
@@ -234,13 +418,13 @@ var CARD = {
   boxSizing: "border-box",
   overflowWrap: "anywhere"
 };
-var ROW = { display: "flex", flexWrap: "wrap", gap: "6px", alignItems: "baseline" };
-var ICON = { opacity: 0.7 };
+var ROW = { display: "flex", flexWrap: "wrap", gap: "4px 10px", alignItems: "baseline" };
+var ICON = { color: "var(--dsw-alias-label-tertiary, inherit)", alignSelf: "center", display: "inline-flex" };
 var TITLE = { fontWeight: 600 };
 var MUTED = { color: "var(--dsw-alias-label-secondary, inherit)", fontSize: "12px" };
 var FAILED = { color: "var(--dsw-alias-state-error-primary, #d92d20)", fontWeight: 600 };
-var LINK = { color: "inherit", fontSize: "12px" };
-var BUTTON = { font: "inherit", fontSize: "12px", background: "none", border: "none", padding: 0, cursor: "pointer", textDecoration: "underline", color: "inherit" };
+var LINK = { color: "var(--dsw-alias-state-business-primary, inherit)", fontSize: "12px", textDecoration: "none", cursor: "pointer" };
+var BUTTON = { font: "inherit", fontSize: "12px", background: "none", border: "none", padding: 0, cursor: "pointer", color: "var(--dsw-alias-state-business-primary, inherit)" };
 var PRE = { whiteSpace: "pre-wrap", fontSize: "12px", margin: "6px 0 0", opacity: 0.85 };
 
 // src/client/panel.ts
@@ -470,186 +654,6 @@ function formFieldOf(field, form) {
   if (head === "session_id") return form.target === "session" ? "session" : "target";
   const known = FORM_FIELDS.map((spec) => spec.key);
   return known.includes(head) ? head : void 0;
-}
-
-// src/client/runtime.ts
-var CHANNEL = "/dshloop";
-var RpcError = class extends Error {
-  code;
-  field;
-  constructor(code, message, field) {
-    super(message);
-    this.code = code;
-    this.field = field;
-  }
-  /** dshloop or the host half could not be reached, as opposed to refusing. */
-  get unreachable() {
-    return this.code === "unreachable" || this.code === "timeout";
-  }
-};
-function unwrap(result, missing) {
-  const answer = result;
-  const refused = answer?.ok === true ? answer.value?.refused : answer?.error;
-  if (answer?.ok === true && refused === void 0 && answer.value !== void 0) return answer.value;
-  const field = refused?.field;
-  throw new RpcError(refused?.code ?? "internal", refused?.message ?? missing, typeof field === "string" ? field : void 0);
-}
-function endpoint(call, name2, missing) {
-  return async (payload) => unwrap(await call(CHANNEL, name2, payload), missing);
-}
-function errorText(error) {
-  return error instanceof Error ? error.message : String(error);
-}
-function pageHidden() {
-  return typeof document !== "undefined" && document.hidden;
-}
-function poll({ load, every, onValue, onError, skip = pageHidden, timers = TIMERS }) {
-  let stopped = false;
-  let handle;
-  const round = async () => {
-    if (!skip()) {
-      try {
-        const value = await load();
-        if (!stopped) onValue(value);
-      } catch (error) {
-        if (!stopped) onError(error);
-      }
-    }
-    if (!stopped) handle = timers.set(() => void round(), every);
-  };
-  void round();
-  return () => {
-    stopped = true;
-    if (handle !== void 0) timers.clear(handle);
-  };
-}
-var TIMERS = {
-  set: (callback, ms) => setTimeout(callback, ms),
-  clear: (handle) => clearTimeout(handle)
-};
-function fault() {
-  const value = globalThis.DSHLOOP_FAULT;
-  return typeof value === "string" ? value : "";
-}
-
-// src/client/ui.ts
-var import_react2 = require("react");
-var loaded;
-function primitives() {
-  if (loaded === void 0) {
-    try {
-      loaded = require("@deepseek-ai/dsh-client-ui-primitives");
-      if (typeof loaded?.Button !== "function") loaded = null;
-    } catch {
-      loaded = null;
-    }
-  }
-  return loaded;
-}
-function Button(variant, props, ...children) {
-  const ui = primitives();
-  const className = ["dshloop-button", props.className].filter(Boolean).join(" ");
-  if (ui !== null) return (0, import_react2.createElement)(ui.Button, { variant, size: "sm", ...props, className }, ...children);
-  return (0, import_react2.createElement)("button", { type: "button", ...props, className: `${className} dshloop-button--${variant}` }, ...children);
-}
-function Badge(tone, props, text) {
-  const ui = primitives();
-  const className = ["dshloop-badge", tone ? `dshloop-badge--${tone}` : "", props.className].filter(Boolean).join(" ");
-  const dot = tone !== void 0 && ui !== null ? (0, import_react2.createElement)(ui.StateDot, { state: tone, size: 8 }) : null;
-  if (ui !== null) return (0, import_react2.createElement)("span", { ...props, className }, (0, import_react2.createElement)(ui.Pill, null, dot, text));
-  return (0, import_react2.createElement)("span", { ...props, className }, text);
-}
-function Hint(label, child) {
-  const ui = primitives();
-  return ui === null ? child : (0, import_react2.createElement)(ui.Tooltip, { label, delayMs: 400 }, child);
-}
-var STYLE_ID = "dshloop-styles";
-var CSS2 = String.raw`
-.dshloop-panel,.dshloop-panel *{box-sizing:border-box}
-.dshloop-panel{width:100%;max-width:100%;min-width:0;padding:16px;color:var(--dsw-alias-label-primary,CanvasText);font-family:var(--dsw-font-family,system-ui);font-size:13px;line-height:20px;overflow-wrap:anywhere}
-.dshloop-header{display:flex;flex-wrap:wrap;gap:8px;align-items:center;margin-bottom:12px}
-.dshloop-title{font-size:16px;line-height:24px;font-weight:600;flex:1 1 auto;min-width:0}
-.dshloop-row{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;min-width:0}
-.dshloop-card{border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.35));border-radius:12px;background:var(--dsw-alias-bg-layer-1,transparent);padding:12px 14px;margin:8px 0;min-width:0}
-.dshloop-card--failing{border-color:color-mix(in srgb,var(--dsw-alias-state-error-primary,#d92d20) 55%,var(--dsw-alias-border-l2,transparent))}
-.dshloop-name{font:inherit;font-weight:600;font-size:14px;background:none;border:none;padding:0;color:inherit;cursor:pointer;text-align:left;min-width:0;flex:1 1 12em}
-.dshloop-name:hover{color:var(--dsw-alias-state-business-primary,inherit)}
-.dshloop-meta{color:var(--dsw-alias-label-secondary,inherit);font-size:12px;line-height:18px}
-.dshloop-muted{color:var(--dsw-alias-label-tertiary,inherit)}
-.dshloop-error{color:var(--dsw-alias-state-error-primary,#b42318);font-size:12px;line-height:18px}
-.dshloop-section{font-size:12px;font-weight:600;color:var(--dsw-alias-label-secondary,inherit);margin:16px 0 4px}
-.dshloop-actions{display:flex;flex-wrap:wrap;gap:6px;margin-top:8px}
-.dshloop-button{max-width:100%}
-.dshloop-button--outline{border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));background:transparent;color:inherit;border-radius:14px;padding:0 10px;height:28px;font:inherit;font-size:12px;cursor:pointer}
-.dshloop-button--primary{border:none;background:var(--dsw-alias-button-primary-fill,#333);color:var(--dsw-alias-label-primary-foreground,#fff);border-radius:14px;padding:0 12px;height:28px;font:inherit;font-size:12px;font-weight:600;cursor:pointer}
-.dshloop-button--ghost{border:none;background:transparent;color:inherit;border-radius:14px;padding:0 10px;height:28px;font:inherit;font-size:12px;cursor:pointer}
-.dshloop-button.dshloop-danger{color:var(--dsw-alias-state-error-primary,#b42318)}
-.dshloop-badge{display:inline-flex;flex:none;font-size:12px}
-.dshloop-badge--error{color:var(--dsw-alias-state-error-primary,#b42318)}
-.dshloop-badge--error>*{color:var(--dsw-alias-state-error-primary,#b42318)}
-.dshloop-badge--warning>*{color:var(--dsw-alias-state-warn-label,inherit)}
-.dshloop-field{display:grid;gap:4px;min-width:0;font-size:12px;color:var(--dsw-alias-label-secondary,inherit)}
-.dshloop-input{display:block;width:100%;max-width:100%;min-width:0;height:32px;padding:0 8px;border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));border-radius:8px;background:var(--dsw-alias-bg-layer-1,transparent);color:var(--dsw-alias-label-primary,inherit);font:inherit;font-size:13px;outline:none}
-textarea.dshloop-input{height:auto;min-height:72px;padding:6px 8px;resize:vertical}
-.dshloop-input:focus{border-color:var(--dsw-alias-state-business-primary,Highlight)}
-.dshloop-filters{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:8px}
-.dshloop-form{display:grid;gap:10px;min-width:0}
-.dshloop-run{display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center;padding:6px 8px;margin:0 -8px;border-radius:8px;font-size:12px;line-height:18px;min-width:0}
-button.dshloop-run{width:calc(100% + 16px);border:none;background:none;color:inherit;font:inherit;font-size:12px;text-align:left;cursor:pointer}
-button.dshloop-run:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12))}
-.dshloop-overlay{position:fixed;inset:0;z-index:1000;pointer-events:auto;background:var(--dsw-alias-bg-mask-1,rgba(0,0,0,.35));display:flex;justify-content:center;align-items:flex-start;padding:min(6vh,48px) 0 0}
-.dshloop-dialog{background:var(--dsw-alias-bg-base,Canvas);color:var(--dsw-alias-label-primary,CanvasText);width:min(960px,100vw);max-height:calc(100vh - min(6vh,48px));overflow-y:auto;border:1px solid var(--dsw-alias-border-l2,transparent);border-radius:16px;box-shadow:var(--dsw-shadow-lv3,0 8px 32px rgba(0,0,0,.25))}
-.dshloop-sidebar-action{display:flex;align-items:center;gap:8px;width:100%;height:32px;padding:0 8px;border:none;border-radius:8px;background:transparent;color:var(--dsw-alias-label-secondary,inherit);font:inherit;font-size:13px;cursor:pointer;text-align:left}
-.dshloop-sidebar-action:hover{background:var(--dsw-alias-interactive-bg-hover,rgba(127,127,127,.12));color:var(--dsw-alias-label-primary,inherit)}
-.dshloop-sidebar-action--rail{justify-content:center;width:36px;height:36px;padding:0;margin:0 auto}
-.dshloop-sidebar-action svg{flex:none}
-@media (max-width:560px){.dshloop-panel{padding:12px}.dshloop-dialog{border-radius:0;border:none;max-height:100vh}.dshloop-overlay{padding:0}}
-`;
-function installStyles() {
-  if (typeof document === "undefined" || document.getElementById(STYLE_ID) !== null) return () => void 0;
-  const style = document.createElement("style");
-  style.id = STYLE_ID;
-  style.textContent = CSS2;
-  document.head.append(style);
-  return () => style.remove();
-}
-function usePoll(load, every, onValue, onError, deps) {
-  const handlers = (0, import_react2.useRef)({ load, onValue, onError });
-  handlers.current = { load, onValue, onError };
-  (0, import_react2.useEffect)(() => poll({
-    load: () => handlers.current.load(),
-    every,
-    onValue: (value) => handlers.current.onValue(value),
-    onError: (error) => handlers.current.onError(error)
-  }), deps);
-}
-var Boundary = class extends import_react2.Component {
-  constructor(props) {
-    super(props);
-    this.state = { error: void 0 };
-  }
-  static getDerivedStateFromError(error) {
-    return { error: errorText(error) };
-  }
-  componentDidCatch(error) {
-    console.error(`dshloop: ${this.props.label} failed`, error);
-  }
-  render() {
-    return this.state.error === void 0 ? this.props.children : this.props.fallback(this.state.error);
-  }
-};
-function LoopIcon(size) {
-  return (0, import_react2.createElement)(
-    "svg",
-    { width: size, height: size, viewBox: "0 0 16 16", fill: "none", "aria-hidden": "true" },
-    (0, import_react2.createElement)("path", {
-      d: "M13.5 8a5.5 5.5 0 1 1-1.61-3.89M13.5 2.5v3h-3",
-      stroke: "currentColor",
-      strokeWidth: 1.3,
-      strokeLinecap: "round",
-      strokeLinejoin: "round"
-    })
-  );
 }
 
 // src/client/panel.ts

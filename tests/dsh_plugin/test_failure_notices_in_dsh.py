@@ -97,7 +97,7 @@ def test_a_loop_that_pauses_itself_puts_one_notice_card_into_its_creators_sessio
     assert FailureEpisode.objects.count() == 1
 
     # DSH Web draws it as a notice card.
-    driver.set_window_size(1280, 800)
+    driver.set_window_size(1440, 900)
     open_dsh_web(driver, plugin_dsh, "Notice work")
     card = wait_for(
         lambda: driver.find_elements(By.CSS_SELECTOR, f'[data-dshloop-notice="{loop.loop_id}"]'),
@@ -119,7 +119,7 @@ def test_a_loop_that_pauses_itself_puts_one_notice_card_into_its_creators_sessio
     )
     driver.execute_script(f"document.querySelector('[data-dshloop-notice=\"{loop.loop_id}\"]').scrollIntoView()")
     driver.save_screenshot(str(screenshots / "dsh-notice-card-phone.png"))
-    driver.set_window_size(1280, 800)
+    driver.set_window_size(1440, 900)
 
     # A sender that died after DSH took the notice, before recording it, delivers it again: one message.
     host = DshHost(plugin_dsh.url, cwd=str(workspace))

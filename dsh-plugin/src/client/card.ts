@@ -12,6 +12,7 @@
 
 import { createElement, type ReactElement, useEffect, useState } from 'react'
 import type { CardLoop, CardRun } from '../cards.ts'
+import { LoopIcon } from './ui.ts'
 
 /** The fields of the `source` dshloop's plugin gives a message (deliver.ts). */
 export interface CardSource {
@@ -155,7 +156,7 @@ export function LoopCard({ source, text, store, fault, openLoop }: CardProps): R
     style: { ...CARD, ...(failed ? { borderColor: 'var(--dsw-alias-state-error-primary, #d92d20)' } : {}) },
   },
   createElement('div', { style: ROW },
-    createElement('span', { 'aria-hidden': 'true', style: ICON }, source.notice ? '⚠' : '⟳'),
+    createElement('span', { 'aria-hidden': 'true', style: ICON }, source.notice ? '⚠' : LoopIcon(14)),
     createElement('strong', { style: TITLE, title }, source.notice ? `Notice: ${title}` : title),
     loop?.schedule_text ? createElement('span', { style: MUTED }, loop.schedule_text) : null),
   createElement('div', { style: { ...MUTED, ...ROW } },
@@ -193,11 +194,12 @@ const CARD = {
   boxSizing: 'border-box',
   overflowWrap: 'anywhere',
 }
-const ROW = { display: 'flex', flexWrap: 'wrap', gap: '6px', alignItems: 'baseline' }
-const ICON = { opacity: 0.7 }
+const ROW = { display: 'flex', flexWrap: 'wrap', gap: '4px 10px', alignItems: 'baseline' }
+const ICON = { color: 'var(--dsw-alias-label-tertiary, inherit)', alignSelf: 'center', display: 'inline-flex' }
 const TITLE = { fontWeight: 600 }
 const MUTED = { color: 'var(--dsw-alias-label-secondary, inherit)', fontSize: '12px' }
 const FAILED = { color: 'var(--dsw-alias-state-error-primary, #d92d20)', fontWeight: 600 }
-const LINK = { color: 'inherit', fontSize: '12px' }
-const BUTTON = { font: 'inherit', fontSize: '12px', background: 'none', border: 'none', padding: 0, cursor: 'pointer', textDecoration: 'underline', color: 'inherit' }
+// DSH Web's own link colour (its business accent), as its context rows' actions.
+const LINK = { color: 'var(--dsw-alias-state-business-primary, inherit)', fontSize: '12px', textDecoration: 'none', cursor: 'pointer' }
+const BUTTON = { font: 'inherit', fontSize: '12px', background: 'none', border: 'none', padding: 0, cursor: 'pointer', color: 'var(--dsw-alias-state-business-primary, inherit)' }
 const PRE = { whiteSpace: 'pre-wrap', fontSize: '12px', margin: '6px 0 0', opacity: 0.85 }
