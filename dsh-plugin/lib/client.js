@@ -796,6 +796,15 @@ function PanelBody({ scope, deps, onClose, focus }) {
       "div",
       { className: "dshloop-header" },
       (0, import_react3.createElement)("span", { className: "dshloop-title" }, current === void 0 ? "Loops" : "Loops of this conversation"),
+      // Always in its place, shown only when the rows' order is no longer dshloop's: appearing must
+      // not push the rows down either.
+      Button("ghost", {
+        "data-dshloop-action": "sort",
+        ...list?.unsorted ? { "data-dshloop-unsorted": "true" } : { "aria-hidden": "true", tabIndex: -1, disabled: true },
+        title: "Rows keep their places while you look; dshloop lists loops by next run.",
+        style: { visibility: list?.unsorted ? "visible" : "hidden" },
+        onClick: resort
+      }, "Sort by next run"),
       Button("primary", {
         "data-dshloop-action": "new",
         onClick: () => setForm({ mode: "create", values: emptyForm(current), errors: {}, busy: false })
@@ -813,12 +822,6 @@ function PanelBody({ scope, deps, onClose, focus }) {
       onSubmit: () => void submit()
     }) : null,
     listError ? (0, import_react3.createElement)("div", { "data-dshloop-error": "list", className: "dshloop-error" }, `Could not refresh: ${listError}`) : null,
-    list?.unsorted ? (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-row dshloop-meta", "data-dshloop-unsorted": "true" },
-      (0, import_react3.createElement)("span", null, "Rows keep their places while you look; dshloop lists by next run."),
-      Button("ghost", { "data-dshloop-action": "sort", onClick: resort }, "Sort by next run")
-    ) : null,
     list === void 0 ? (0, import_react3.createElement)("div", { className: "dshloop-muted" }, listError ? "" : "Loading\u2026") : list.loops.length === 0 ? deletedOpen ? null : (0, import_react3.createElement)("div", { "data-dshloop-empty": "true", className: "dshloop-muted", style: { padding: "12px 0" } }, "no loops") : (0, import_react3.createElement)("div", null, ...list.loops.map((loop) => (0, import_react3.createElement)(LoopRow, {
       key: loop.loop_id,
       loop,
@@ -1176,7 +1179,13 @@ function loopsTab(page) {
 }
 function showChat(runId, page = document) {
   const until = Date.now() + 1500;
+  let theirs = false;
+  const watch = (event) => {
+    if (event.isTrusted) theirs = true;
+  };
+  page.addEventListener("click", watch, true);
   const step = () => {
+    if (theirs) return finish();
     const ours = loopsTab(page);
     if (ours?.getAttribute("aria-selected") === "true") {
       const first = ours.parentElement?.querySelector('[role="tab"]');
@@ -1184,8 +1193,10 @@ function showChat(runId, page = document) {
     }
     const card = runId === void 0 ? null : page.querySelector(`[data-dshloop-card="${CSS.escape(runId)}"]`);
     if (card !== null) card.scrollIntoView({ block: "center" });
-    else if (Date.now() < until) setTimeout(step, 100);
+    if (card === null && Date.now() < until) setTimeout(step, 100);
+    else finish();
   };
+  const finish = () => page.removeEventListener("click", watch, true);
   setTimeout(step, 0);
 }
 var overlay = new OverlayState();

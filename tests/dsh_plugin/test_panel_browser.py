@@ -375,6 +375,7 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
     # A row keeps its place while a loop before it changes its next run (dshloop lists by next
     # run): nothing moves under the pointer until the person asks for the new order.
     before = wait_for(lambda: len(rows_in(driver, alpha)) == 2 and rows_in(driver, alpha), timeout=10)
+    top = row(driver, alpha, before[0]).location["y"]
     Loop.objects.filter(loop_id=before[0]).update(next_at=timezone.now() + timedelta(days=2))
     wait_for(
         lambda: (
@@ -391,6 +392,7 @@ def test_a_failing_loop_retries_and_each_tab_shows_its_own_sessions_loops(
         message="the new next run in its row",
     )
     assert rows_in(driver, alpha) == before
+    assert row(driver, alpha, before[0]).location["y"] == top  # not by a pixel
     driver.find_element(By.CSS_SELECTOR, f'[data-dshloop-panel="{alpha}"] [data-dshloop-action="sort"]').click()
     wait_for(lambda: rows_in(driver, alpha) == before[::-1], timeout=10, message="dshloop's order, asked for")
 

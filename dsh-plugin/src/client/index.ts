@@ -194,7 +194,14 @@ function loopsTab(page: Document): HTMLElement | undefined {
  */
 function showChat(runId: string | undefined, page: Document = document): void {
   const until = Date.now() + 1_500
+  // The person's own click meanwhile (a tab, another session) wins: stop pressing for them.
+  let theirs = false
+  const watch = (event: Event): void => {
+    if (event.isTrusted) theirs = true
+  }
+  page.addEventListener('click', watch, true)
   const step = (): void => {
+    if (theirs) return finish()
     const ours = loopsTab(page)
     if (ours?.getAttribute('aria-selected') === 'true') {
       const first = ours.parentElement?.querySelector('[role="tab"]')
@@ -202,8 +209,10 @@ function showChat(runId: string | undefined, page: Document = document): void {
     }
     const card = runId === undefined ? null : page.querySelector(`[data-dshloop-card="${CSS.escape(runId)}"]`)
     if (card !== null) card.scrollIntoView({ block: 'center' })
-    else if (Date.now() < until) setTimeout(step, 100)
+    if (card === null && Date.now() < until) setTimeout(step, 100)
+    else finish()
   }
+  const finish = (): void => page.removeEventListener('click', watch, true)
   setTimeout(step, 0)
 }
 

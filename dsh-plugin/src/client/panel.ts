@@ -264,6 +264,15 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
   return h('div', { 'data-dshloop-panel': scope, className: 'dshloop-panel' },
     h('div', { className: 'dshloop-header' },
       h('span', { className: 'dshloop-title' }, current === undefined ? 'Loops' : 'Loops of this conversation'),
+      // Always in its place, shown only when the rows' order is no longer dshloop's: appearing must
+      // not push the rows down either.
+      Button('ghost', {
+        'data-dshloop-action': 'sort',
+        ...(list?.unsorted ? { 'data-dshloop-unsorted': 'true' } : { 'aria-hidden': 'true', tabIndex: -1, disabled: true }),
+        title: 'Rows keep their places while you look; dshloop lists loops by next run.',
+        style: { visibility: list?.unsorted ? 'visible' : 'hidden' },
+        onClick: resort,
+      }, 'Sort by next run'),
       Button('primary', {
         'data-dshloop-action': 'new',
         onClick: () => setForm({ mode: 'create', values: emptyForm(current), errors: {}, busy: false }),
@@ -280,11 +289,6 @@ function PanelBody({ scope, deps, onClose, focus }: PanelProps): ReactElement {
       onSubmit: () => void submit(),
     }) : null,
     listError ? h('div', { 'data-dshloop-error': 'list', className: 'dshloop-error' }, `Could not refresh: ${listError}`) : null,
-    list?.unsorted
-      ? h('div', { className: 'dshloop-row dshloop-meta', 'data-dshloop-unsorted': 'true' },
-        h('span', null, 'Rows keep their places while you look; dshloop lists by next run.'),
-        Button('ghost', { 'data-dshloop-action': 'sort', onClick: resort }, 'Sort by next run'))
-      : null,
     list === undefined
       ? h('div', { className: 'dshloop-muted' }, listError ? '' : 'Loading…')
       : list.loops.length === 0
