@@ -203,6 +203,8 @@ var CSS2 = String.raw`
 .dshloop-input{display:block;width:100%;max-width:100%;min-width:0;height:32px;padding:0 8px;border:1px solid var(--dsw-alias-border-l2,rgba(127,127,127,.5));border-radius:8px;background:var(--dsw-alias-bg-layer-1,transparent);color:var(--dsw-alias-label-primary,inherit);font:inherit;font-size:13px;outline:none}
 textarea.dshloop-input{height:auto;min-height:72px;padding:6px 8px;resize:vertical}
 .dshloop-input:focus{border-color:var(--dsw-alias-state-business-primary,Highlight)}
+select.dshloop-input{appearance:none;-webkit-appearance:none;padding-right:28px;cursor:pointer;background-image:url("data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='14' height='14' viewBox='0 0 14 14'%3E%3Cpath d='M3.5 5.25 7 8.75l3.5-3.5' fill='none' stroke='%23888' stroke-width='1.3' stroke-linecap='round' stroke-linejoin='round'/%3E%3C/svg%3E");background-repeat:no-repeat;background-position:right 8px center}
+select.dshloop-input option{background:var(--dsw-alias-bg-base,Canvas);color:var(--dsw-alias-label-primary,CanvasText)}
 .dshloop-filters{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:8px}
 .dshloop-form{display:grid;gap:10px;min-width:0}
 .dshloop-run{display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center;padding:6px 8px;margin:0 -8px;border-radius:8px;font-size:12px;line-height:18px;min-width:0}
