@@ -86,8 +86,11 @@ CLOCK_MARGIN_MS = 10 * 60 * 1000
 # asks again whether it is there.
 PLUGIN_CHANNEL = "/dshloop"
 PLUGIN_RECHECK_SECONDS = 60.0
-# DSH calls one batch makes at once: its look-ups, and its deliveries into distinct sessions.
+# DSH calls one batch makes at once: its deliveries into distinct sessions (each mostly waits for its
+# message to show in the log), and its look-ups, fewer: DSH answers on one thread, and subagent.list
+# reads every persisted session's header (rc.8), so a crowd of them would queue past the timeout.
 CONCURRENCY = 16
+LOOKUP_CONCURRENCY = 4
 
 
 def fresh_run_extra_tools() -> list[str]:
@@ -205,9 +208,10 @@ class DshHost:
         self._cache(sessions)
         return sessions
 
-    def _find(self, session_id: str) -> dict | None:
-        """One session as `session.list` shows it, asked of DSH for that session alone (dsh_lookup):
-        its cost does not grow with the profile. None when DSH has no such session."""
+    def _find(self, session_id: str, *, attached: bool | None = None) -> dict | None:
+        """One session as `session.list` shows it, asked of DSH for that session alone (dsh_lookup).
+        None when DSH has no such session. `attached` given: whether it has a live agent is not asked
+        (subagent.list reads every persisted session's header in rc.8: its cost grows with the profile)."""
         if not is_identifier(session_id):
             return None  # no dshloop session has such an ID (as _items leaves them out)
         try:
@@ -220,7 +224,8 @@ class DshHost:
         tail = [event for event in entries if isinstance(event, dict)]
         projections = json_object(value.get("projections"))
         listed = json_object(json_object(projections.get("values")).get("sessionListMetadata"))
-        attached = self._attached(session_id)
+        if attached is None:
+            attached = self._attached(session_id)
         header = self._header(session_id)
         times = [event["time"] for event in tail if isinstance(event.get("time"), int)]
         last_prompt = listed.get("lastPromptAt")
@@ -251,8 +256,15 @@ class DshHost:
         return None if item is None else self._info(item)
 
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
-        ids = sorted(session_ids)
-        found = side_by_side(ids, self.get_session, workers=CONCURRENCY)
+        """A delivery batch's targets (scheduler.targets.BatchView): not asked whether they have a live
+        agent, so a cold one is told `idle` here; the delivery wakes it itself (_deliver), as DSH's own
+        session.prompt does. What a person or an agent asks (get_session) is told cold as it is."""
+
+        def lookup(session_id: str) -> SessionInfo | None:
+            item = self._find(session_id, attached=True)
+            return None if item is None else self._info(item)
+
+        found = side_by_side(sorted(session_ids), lookup, workers=LOOKUP_CONCURRENCY)
         sessions = {session.session_id: session for session in found if session is not None}
         self._cache(list(sessions.values()))  # the panel shows a delivery's target by its title
         return sessions
@@ -484,7 +496,15 @@ class DshHost:
         if where == "absent":
             if self._plugin_delivers():
                 # The plugin sees the live agent, running or not, and says how it delivered.
-                delivery = self._deliver_through_plugin(message)
+                try:
+                    delivery = self._deliver_through_plugin(message)
+                except DshError as exc:
+                    if exc.code != "session-not-loaded":
+                        raise
+                    # Cold: nothing was sent. Loaded with DSH's own session.create (its stored preset and
+                    # model), then rung again; the plugin looks for the key once more before it sends.
+                    self.resume_session(session_id)
+                    delivery = self._deliver_through_plugin(message)
             else:
                 session = self.get_session(session_id)
                 if session is None:
