@@ -84,8 +84,9 @@ lint: $(TEST_STAMP)
 
 # Benchmarks against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
 # ~50 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.
+# `make bench DSH=1` runs B5 alone, delivery into a real DSH (DSHLOOP_DSH_DIR), ~10 min (QUICK=1: ~1).
 bench: $(RUN_STAMP)
-	$(PY) -m bench.run $(if $(QUICK),--quick) $(BENCH_ARGS)
+	$(PY) -m bench.run $(if $(QUICK),--quick) $(if $(DSH),--dsh) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .hypothesis

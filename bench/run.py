@@ -3,6 +3,7 @@ PostgreSQL, written to docs/BENCHMARKS.md (raw numbers in var/bench/).
 
 Full size takes about 50 minutes; run it on a quiet machine (nothing else on the two cores).
 --quick runs tiny sizes with one repetition in about 7 minutes, to check the harness.
+--dsh runs B5 alone, delivery into a real DSH (bench/dsh_delivery.py), and rewrites only its section.
 """
 
 from __future__ import annotations
@@ -33,8 +34,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lists", action="store_true", help="only the list benchmark (its own database; prints numbers)"
     )
+    parser.add_argument(
+        "--dsh", action="store_true", help="only B5, delivery into a real DSH (its own database; writes its section)"
+    )
+    parser.add_argument("--dsh-profiles", help="B5: cold profile sizes, comma-separated (default 100,5000)")
+    parser.add_argument("--dsh-bursts", help="B5: occurrences due together, comma-separated (default 50,200,500)")
+    parser.add_argument("--dsh-poll-profile", type=int, help="B5: sessions for the composer poll (default 10000)")
     args = parser.parse_args(argv)
     stop_children_on_exit()  # an interrupted run leaves no runloops behind to take the next run's tasks
+    if args.dsh:
+        from bench.dsh_delivery import run_dsh, sizes_from
+
+        sizes = sizes_from(args.quick, args.dsh_profiles, args.dsh_bursts, args.dsh_poll_profile)
+        return run_dsh(sizes, args.quick, Path(args.output), args.keep_databases)
     if args.lists:
         from bench.lists import run_lists
 
