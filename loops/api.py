@@ -17,18 +17,15 @@ from core.schemas import Text, answers
 from core.timeutil import to_ms, truncate_to_ms
 from loops.events import Actor, loop_events
 from loops.filters import TEXT_FILTER_MAX, Filters, filtered_loops
+from loops.history_schemas import DeliveredRunsOut, EventsOut, RunsOut, RunView
 from loops.models import ActorKind
 from loops.presenters import delivered_run_views, event_view, loop_detail_view, run_view
 from loops.schemas import (
-    DeliveredRunsOut,
-    EventsOut,
     LoopCreateIn,
     LoopDeleteOut,
     LoopDetail,
     LoopPageOut,
     LoopPatchIn,
-    RunsOut,
-    RunView,
     UpcomingOut,
 )
 from loops.selectors import fire_times, loop_get, loop_runs, runs_delivered_into

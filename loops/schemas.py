@@ -15,7 +15,6 @@ from core.errors import InvalidInput
 from core.limits import MAX_NAME_CHARS, MAX_SAFE_INTEGER
 from core.schemas import Identifier, StrictModel, Text
 from loops import schedule_text, schedules
-from sessions_app.hosts.base import OUTCOME_TEXT_LIMIT
 
 MAX_PROMPT_CHARS = 100_000
 
@@ -341,25 +340,6 @@ class LoopPatchIn(StrictModel):
     )
 
 
-class ActorView(BaseModel):
-    kind: Literal["session", "user", "token", "scheduler"]
-    id: str | None = None
-
-
-class EventView(BaseModel):
-    at: int
-    kind: Literal[
-        "created", "edited", "paused", "resumed", "run_now", "retried", "auto_paused", "deleted", "approved", "ended"
-    ]
-    actor: ActorView
-    revision: int
-    changes: dict[str, list] | None = None
-
-
-class EventsOut(BaseModel):
-    events: list[EventView]
-
-
 class LoopListOut(BaseModel):
     """Loops by next_at (absent last), then created_at, then loop_id (contract §3)."""
 
@@ -374,58 +354,6 @@ class LoopListOut(BaseModel):
 class LoopDeleteOut(BaseModel):
     deleted: Literal[True]
     loop_id: str
-
-
-class RunView(BaseModel):
-    run_id: str
-    loop_id: str
-    occurrence_key: str
-    scheduled_at: int
-    status: Literal["claimed", "delivering", "delivered", "failed", "skipped"]
-    attempt: int
-    missed: int | None = None
-    target_session_id: str | None = None
-    started_at: int | None = None
-    finished_at: int | None = None
-    error: str | None = None
-    fallback: str | None = None
-    revision: int
-    manual: bool
-    outcome: Literal["succeeded", "failed", "cancelled"] | None = None
-    summary: str | None = None
-    outcome_at: int | None = None
-
-
-class OutcomeIn(StrictModel):
-    """contract §10: how the turn a delivery started ended, as its host saw it."""
-
-    status: Literal["succeeded", "failed", "cancelled"]
-    summary: Annotated[str, Text(OUTCOME_TEXT_LIMIT)] | None = Field(
-        None, description="What the turn did, in a sentence or a paragraph."
-    )
-    error: Annotated[str, Text(OUTCOME_TEXT_LIMIT)] | None = Field(
-        None, description="Why the turn failed, when it did."
-    )
-
-
-class RunsOut(BaseModel):
-    runs: list[RunView]
-
-
-class DeliveredRunView(RunView):
-    """A RunView as the operator API lists runs by session (beyond contract §9): with its loop's
-    name and whether the loop was deleted, since runs outlive their loop (spec §4)."""
-
-    loop_deleted: bool = Field(
-        description="True when the run's loop has been deleted: its runs stay, its page and actions do not."
-    )
-    loop_name: str | None = Field(
-        None, description="The loop's name (as it was when deleted, for a deleted loop); omitted when it had none."
-    )
-
-
-class DeliveredRunsOut(BaseModel):
-    runs: list[DeliveredRunView]
 
 
 class UpcomingOut(BaseModel):

@@ -6,8 +6,8 @@ from django.http import HttpRequest
 from ninja import Router
 
 from core.schemas import answers
+from loops.history_schemas import OutcomeIn, RunView
 from loops.presenters import run_view
-from loops.schemas import OutcomeIn, RunView
 from scheduler import outcomes
 from tokens.auth import host_auth
 

@@ -34,7 +34,6 @@ from datetime import datetime, timedelta
 from django.db import DatabaseError, transaction
 from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core.backoff import doubling
@@ -45,9 +44,10 @@ from loops import ends
 from loops.counters import Tally
 from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus
 from loops.occurrence_log import log_occurrence
-from loops.runs import OPEN_STATUSES, free_rows, lease
+from loops.runs import OPEN_STATUSES, free_rows
 from loops.services.ends import loops_end
 from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
+from scheduler.leases import lease_runs, still_leased
 from scheduler.prepare import Attempt, NotAsExpected, host_failed, prepare_batch, refused
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import host_savepoint
@@ -111,20 +111,6 @@ def _take(run_ids: list[str], now: datetime) -> tuple[list[RunRow], dict[str, De
 def _locked_loops(runs: list[RunRow]) -> QuerySet[Loop]:
     """The runs' loops, locked in key order when read: after the runs, as every writer of both."""
     return Loop.objects.select_for_update().filter(loop_id__in={run.loop_id for run in runs}).order_by("loop_id")
-
-
-def _lease(runs: list[RunRow], now: datetime) -> None:
-    """A remote host's runs: held by this driver until the lease runs out (the caller commits it
-    before delivering), so that no other driver delivers them meanwhile."""
-    until = now + lease()
-    LoopRun.objects.filter(run_id__in=[run.run_id for run in runs]).update(
-        status=RunStatus.DELIVERING,
-        started_at=Coalesce("started_at", Value(now)),
-        lease_until=until,
-        retry_at=until,
-    )
-    for run in runs:
-        run.lease_until = until
 
 
 def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Attempt]:
@@ -198,26 +184,6 @@ def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | 
             return [refused(exc)]
         logger.exception("delivering %s raised", messages[0].occurrence_key)
         return [HostError(f"Unexpected error: {exc}", transient=True)]
-
-
-def _still_leased(runs: list[RunRow]) -> list[RunRow]:
-    """A remote host's runs still under this driver's lease, locked, with what a host may have
-    reported meanwhile; the caller holds the record's transaction. If a lease ran out and another
-    driver took over, its record wins. These rows are ours (leased), so wait for a lock another
-    transaction holds on one rather than skip it, in key order like every writer of runs."""
-    leases = {run.run_id: run.lease_until for run in runs}
-    current = {
-        run_id: (turn, summary, error)
-        for run_id, lease_until, turn, summary, error in LoopRun.objects.select_for_update()
-        .filter(run_id__in=list(leases), status__in=OPEN_STATUSES)
-        .order_by("run_id")
-        .values_list("run_id", "lease_until", "outcome", "summary", "error")
-        if lease_until == leases[run_id]
-    }
-    for run in runs:
-        if run.run_id in current:
-            run.outcome, run.summary, run.error = current[run.run_id]
-    return [run for run in runs if run.run_id in current]
 
 
 def _record(
@@ -392,12 +358,12 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
     # A remote host's deliveries are side effects: no transaction is held open across them.
     with transaction.atomic(durable=True):
         runs, loops, skipped = _take(run_ids, clock())
-        _lease(runs, clock())
+        lease_runs(runs, clock())
     if not runs:
         return skipped
     attempts = _deliver(runs, loops, host)
     with transaction.atomic(durable=True):
-        ours = {run.run_id for run in _still_leased(runs)}
+        ours = {run.run_id for run in still_leased(runs)}
         recorded = [attempt for attempt in attempts if attempt.run.run_id in ours]
         # Runs, then loops, each in key order, as _take: the record's UPDATEs of the loops go by
         # result, in the runs' order, and must not be the first to lock them.
