@@ -26,11 +26,9 @@ from loops.events import Actor
 from loops.humanize import loop_zone, preview
 from loops.models import SCHEDULE_COLUMNS, FailureEpisode, Loop, LoopRun, LoopState, Overlap, SchedulerHeartbeat
 from loops.presenters import loop_state
-from loops.selectors import fire_times, loop_runs
+from loops.selectors import RUN_PAGE, fire_times, loop_runs
 from loops.services import edit, lifecycle
 from sessions_app.models import ReservedTarget
-
-RUN_HISTORY = 50
 
 
 class EndsForm(forms.Form):
@@ -286,7 +284,7 @@ class LoopAdmin(admin.ModelAdmin):
         # LoopRun has no foreign key (runs outlive their loop), so no InlineModelAdmin: a read-only
         # table of the same selector GET /api/loops/{id}/runs uses.
         try:
-            runs = list(loop_runs(obj.loop_id, limit=RUN_HISTORY))
+            runs = list(loop_runs(obj.loop_id, limit=RUN_PAGE))
         except UnknownLoop:
             runs = []
         if not runs:

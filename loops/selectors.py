@@ -200,6 +200,10 @@ def loop_get(loop_id: str) -> Loop:
     return loop
 
 
+# The runs a loop's page shows (the panel's and the admin's), newest first.
+RUN_PAGE = 50
+
+
 def loop_runs(loop_id: str, *, limit: int) -> QuerySet[LoopRun]:
     """Newest first. Runs outlive their loop, so an unknown loop with history still answers."""
     runs = LoopRun.objects.filter(loop_id=loop_id).order_by("-scheduled_at", "-claimed_at")[:limit]

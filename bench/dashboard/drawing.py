@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .panels import PanelData
 from .scenario import RATE_INTERVAL, SCRAPE_EVERY
-from .scrapes import Run
+from .scrapes import ScrapedRun
 
 BACKGROUND = "#111217"
 PANEL = "#181b1f"
@@ -50,7 +50,7 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:g}"
 
 
-def render(run: Run, data: dict[str, PanelData], dashboard: dict, output: Path) -> None:
+def render(run: ScrapedRun, data: dict[str, PanelData], dashboard: dict, output: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -11,7 +11,7 @@ from bench.processes import BASE_DIR
 
 from .promql import gauge, histogram_quantile, label_values, rate, series, window
 from .scenario import RATE_INTERVAL
-from .scrapes import Run
+from .scrapes import ScrapedRun
 
 RULES_YML = BASE_DIR / "docs" / "prometheus" / "dshloop.rules.yml"
 
@@ -33,7 +33,7 @@ class PanelData:
     states: dict[str, list[int]] | None = None  # the Alerts panel: 0 normal, 1 pending, 2 firing
 
 
-def evaluate(run: Run, rules: dict) -> dict[str, PanelData]:
+def evaluate(run: ScrapedRun, rules: dict) -> dict[str, PanelData]:
     """Each panel of docs/grafana-dashboard.json by its title, evaluated at every scrape."""
     scrapes = run.scrapes
     times = [s.at for s in scrapes]
@@ -190,7 +190,7 @@ def load_rules() -> dict[str, dict]:
     return rules
 
 
-def summary(run: Run, data: dict[str, PanelData]) -> str:
+def summary(run: ScrapedRun, data: dict[str, PanelData]) -> str:
     last = run.scrapes[-1].samples
 
     def total(name: str, **labels: str) -> float:

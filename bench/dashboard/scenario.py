@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from .demo import Demo
-from .scrapes import Run
+from .scrapes import ScrapedRun
 
 SCRAPE_EVERY = 5.0  # seconds, a common Prometheus scrape_interval for a small service
 # Grafana's $__rate_interval for a 5-minute range: max($__interval + scrape, 4 × scrape) = 20 s.
@@ -23,7 +23,7 @@ CRASH_AT, RESTART_AT = 140.0, 215.0  # kill -9 of the scheduler, then a new one:
 FIX_PRESET_AT = 225.0  # the preset is mountable again
 
 
-def run_scenario(demo: Demo) -> Run:
+def run_scenario(demo: Demo) -> ScrapedRun:
     steps: list[tuple[float, str, Callable[[], None]]] = [
         (3.0, "", demo.create_loops),
         (PAUSE_AT, "loop paused", demo.pause_one),
@@ -34,7 +34,7 @@ def run_scenario(demo: Demo) -> Run:
         (RESTART_AT, "scheduler restarted", demo.start_scheduler),
         (FIX_PRESET_AT, "preset fixed", lambda: demo.set_preset(mountable=True)),
     ]
-    run = Run(started=time.time())
+    run = ScrapedRun(started=time.time())
     demo.started = run.started
     next_scrape = 0.0
     while True:

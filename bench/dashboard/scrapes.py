@@ -18,7 +18,7 @@ class Scrape:
 
 
 @dataclass
-class Run:
+class ScrapedRun:
     started: float
     scrapes: list[Scrape] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)  # (epoch seconds, label)
@@ -32,7 +32,7 @@ def parse_metrics(text: str) -> dict[tuple[str, tuple], float]:
     return samples
 
 
-def save_run(run: Run, workdir: Path) -> None:
+def save_run(run: ScrapedRun, workdir: Path) -> None:
     with open(workdir / "scrapes.jsonl", "w") as file:
         file.write(json.dumps({"started": run.started, "events": run.events}) + "\n")
         for scrape in run.scrapes:
@@ -40,10 +40,10 @@ def save_run(run: Run, workdir: Path) -> None:
             file.write(json.dumps({"at": scrape.at, "health": scrape.health_status, "samples": samples}) + "\n")
 
 
-def load_run(workdir: Path) -> Run:
+def load_run(workdir: Path) -> ScrapedRun:
     with open(workdir / "scrapes.jsonl") as file:
         header = json.loads(file.readline())
-        run = Run(started=header["started"], events=[tuple(event) for event in header["events"]])
+        run = ScrapedRun(started=header["started"], events=[tuple(event) for event in header["events"]])
         for line in file:
             scrape = json.loads(line)
             samples = {(name, tuple(sorted(labels.items()))): value for name, labels, value in scrape["samples"]}

@@ -19,7 +19,7 @@ from loops import humanize, schedules
 from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview
 from loops.models import Loop
-from loops.selectors import fire_times, loop_get, loop_runs
+from loops.selectors import RUN_PAGE, fire_times, loop_get, loop_runs
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Workspaces
 from sessions_app.models import ReservedTarget
@@ -29,7 +29,6 @@ from ..forms import OVERLAP_WORDS, LoopCreateForm, LoopEditForm
 from ..rows import event_row, loop_row, loop_title, when
 from .common import back_here, check_loop_id, global_title, gone, health, query, safe_next, staff_required
 
-RUN_HISTORY = 50
 EVENT_HISTORY = 50
 UPCOMING = 5
 PICKER_SESSIONS = 200
@@ -140,7 +139,7 @@ def detail(request, loop_id: str):
         loop = None
     # Runs and events outlive the loop: a deleted loop's page still shows both.
     try:
-        runs = list(loop_runs(loop_id, limit=RUN_HISTORY))
+        runs = list(loop_runs(loop_id, limit=RUN_PAGE))
     except UnknownLoop:
         runs = []
     try:
