@@ -25,7 +25,8 @@ from sessions_app.hosts.base import HostError, Workspaces
 from sessions_app.models import ReservedTarget
 
 from .. import queries, utf8
-from ..forms import OVERLAP_WORDS, LoopCreateForm, LoopEditForm
+from ..edit_forms import LoopEditForm
+from ..forms import OVERLAP_WORDS, LoopCreateForm
 from ..rows import event_row, loop_row, loop_title, when
 from .common import back_here, check_loop_id, global_title, gone, health, query, safe_next, staff_required
 

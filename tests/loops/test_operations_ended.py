@@ -13,7 +13,7 @@ from django.test import Client
 
 from core.timeutil import to_ms
 from loops.models import Loop, LoopEvent, LoopRun, LoopState
-from panel.forms import initial_for
+from panel.edit_forms import initial_for
 from scheduler.claims import claim_due
 from scheduler.delivery import deliver_runs
 from tests.conftest import T0, after, error_of, every, s

@@ -14,7 +14,7 @@ from django.utils import timezone
 from loops.events import Actor
 from loops.models import Loop, LoopEvent, LoopRun, LoopState
 from loops.services import lifecycle
-from panel.forms import initial_for
+from panel.edit_forms import initial_for
 
 from .conftest import admin_url
 from .test_create import field_errors, form
