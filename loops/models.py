@@ -11,40 +11,46 @@ from django.db.models import Q
 
 from core.limits import MAX_ID_CHARS, MAX_NAME_CHARS
 from loops import schedules
+from loops.choices import (
+    AWAITING_APPROVAL,
+    UNREADABLE_REASON,
+    ActorKind,
+    EventKind,
+    LoopState,
+    Overlap,
+    RunOutcome,
+    RunStatus,
+    ScheduleKind,
+)
 from loops.jitter import jitter_delay
+from loops.scheduler_rows import (
+    FailureEpisode,
+    FailureEvent,
+    MetricCounter,
+    NoticeStatus,
+    SchedulerHeartbeat,
+    WebhookStatus,
+)
 
-
-class LoopState(models.TextChoices):
-    # Stored states. "overdue" (spec §4) is derived when the loop is read, from next_at and
-    # the clock, so it can never be stale.
-    SCHEDULED = "scheduled"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    # contract §9: an operator paused it; never claimed, no next_at, until resumed.
-    PAUSED = "paused"
-
-
-# The pause_reason of a `new` loop an agent made while DSHLOOP_APPROVE_AGENT_NEW_LOOPS is on: it waits
-# for a person, and the resume that lets it run is recorded as their approval (EventKind.APPROVED).
-AWAITING_APPROVAL = "awaiting approval"
-
-# The pause_reason of a loop whose stored next_at names no moment (scheduler.stored_times): fixed, so
-# that health finds such loops through loop_unreadable_idx. "auto: " as every scheduler pause.
-UNREADABLE_REASON = "auto: its next run time (next_at) was not a timestamp; resume it to schedule it from now"
-
-
-class Overlap(models.TextChoices):
-    """contract §14: what an occurrence of a `new` loop does while its last run's turn still runs."""
-
-    ALLOW = "allow"  # start another fresh session (spec: each occurrence creates one)
-    SKIP = "skip"  # record the occurrence skipped; the next one tries again
-
-
-class ScheduleKind(models.TextChoices):
-    EVERY = "every"
-    AFTER = "after"
-    CRON = "cron"
+# What loops.models answers for besides its own models: the values they take (loops.choices) and
+# the scheduler's rows kept in this app's tables (loops.scheduler_rows), registered from here.
+__all__ = [
+    "AWAITING_APPROVAL",
+    "UNREADABLE_REASON",
+    "ActorKind",
+    "EventKind",
+    "LoopState",
+    "Overlap",
+    "RunOutcome",
+    "RunStatus",
+    "ScheduleKind",
+    "FailureEpisode",
+    "FailureEvent",
+    "MetricCounter",
+    "NoticeStatus",
+    "SchedulerHeartbeat",
+    "WebhookStatus",
+]
 
 
 class Loop(models.Model):
@@ -197,23 +203,6 @@ def columns_of_schedule(schedule: schedules.Schedule) -> dict[str, object]:
         case schedules.Cron(expr=expr, tz=tz):
             columns["cron_expr"], columns["tz"] = expr, tz or ""
     return columns
-
-
-class RunOutcome(models.TextChoices):
-    """How the turn a delivery started ended, as its host reports it (contract §10)."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class RunStatus(models.TextChoices):
-    CLAIMED = "claimed"
-    DELIVERING = "delivering"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    # Never delivered, on purpose: its occurrence already had a run (the reason is in `error`).
-    SKIPPED = "skipped"
 
 
 class LoopRun(models.Model):
@@ -389,39 +378,6 @@ def revision_prompts(pairs: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
     return found
 
 
-class SchedulerHeartbeat(models.Model):
-    """One row per running `runloops` process, refreshed as its clock ticks (contract §4)."""
-
-    instance_id = models.CharField(max_length=64, primary_key=True)
-    hostname = models.CharField(max_length=255)
-    pid = models.PositiveIntegerField()
-    started_at = models.DateTimeField()
-    last_tick_at = models.DateTimeField(db_index=True)
-
-    def __str__(self) -> str:
-        return f"{self.hostname}:{self.pid}"
-
-
-class EventKind(models.TextChoices):
-    CREATED = "created"
-    EDITED = "edited"
-    PAUSED = "paused"
-    RESUMED = "resumed"
-    RUN_NOW = "run_now"
-    RETRIED = "retried"
-    AUTO_PAUSED = "auto_paused"
-    DELETED = "deleted"
-    APPROVED = "approved"  # an operator's resume of a loop awaiting approval
-    ENDED = "ended"  # contract §16: it reached its ends_at or max_runs and is completed
-
-
-class ActorKind(models.TextChoices):
-    SESSION = "session"  # an agent, through the tools
-    USER = "user"  # a person: the panel, the admin, a management command
-    TOKEN = "token"  # the operator REST API, by the token's name
-    SCHEDULER = "scheduler"  # an automatic action
-
-
 class LoopEvent(models.Model):
     """One change to a loop (contract §9 audit trail). Outlives the loop (no foreign key)."""
 
@@ -442,85 +398,3 @@ class LoopEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.loop_id} {self.kind} r{self.revision}"
-
-
-class MetricCounter(models.Model):
-    """A cumulative count for GET /metrics: occurrences by result, missed ones, the
-    lateness histogram. Counted in the transactions that record the runs, so it never goes
-    down when retention prunes them. Each name is spread over a few shards, summed when read:
-    schedulers recording at the same time seldom wait for one another's row."""
-
-    name = models.CharField(max_length=40)
-    shard = models.PositiveSmallIntegerField()
-    value = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["name", "shard"], name="metric_counter_shard_uniq")]
-
-    def __str__(self) -> str:
-        return f"{self.name}[{self.shard}]={self.value}"
-
-
-class FailureEvent(models.TextChoices):
-    """contract §16: what a failure episode was (the webhook's `event`)."""
-
-    LOOP_AUTO_PAUSED = "loop_auto_paused"  # a recurring loop paused itself after failures in a row
-    RUN_FAILED = "run_failed"  # a run of a `new` loop failed or timed out
-
-
-class NoticeStatus(models.TextChoices):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    SKIPPED = "skipped"  # no session to tell: the creator is gone and there is no global interface
-    FAILED = "failed"  # the host refused it, or kept failing until the attempts ran out
-
-
-class WebhookStatus(models.TextChoices):
-    PENDING = "pending"
-    SENT = "sent"
-    FAILED = "failed"  # not taken within DSHLOOP_FAILURE_WEBHOOK_RETRY_SECONDS
-
-
-class FailureEpisode(models.Model):
-    """One failure episode (contract §16) and what is owed for it: a notice into a session and a
-    POST to the operators' webhook. Written in the transaction that records the failure or the
-    auto-pause, so that it exists exactly when they do (an outbox); delivered from here by the
-    scheduler's threads, each channel on its own. Outlives the loop (no foreign key)."""
-
-    # "<loop_id>@notice:<run_id>": one episode per failing run, and the notice's occurrence key,
-    # by which a host keeps one message however often a delivery is retried.
-    key = models.CharField(max_length=120, primary_key=True)
-    loop_id = models.CharField(max_length=40)
-    run_id = models.CharField(max_length=40)
-    event = models.CharField(max_length=20, choices=FailureEvent.choices)
-    at = models.DateTimeField()
-    error = models.TextField(blank=True)
-    consecutive_failures = models.PositiveIntegerField(default=0)
-    # Snapshots of the loop, so that the notice says what failed after the loop changes or goes.
-    loop_summary = models.CharField(max_length=200, blank=True)
-    target = models.CharField(max_length=MAX_ID_CHARS, blank=True)
-    failed_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
-    creator_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
-    # The notice: "" when none is owed (DSHLOOP_FAILURE_NOTICES=0). While pending, notice_due_at is
-    # when it is tried next (pushed out by a lease while a driver tries it).
-    notice_status = models.CharField(max_length=10, choices=NoticeStatus.choices, blank=True)
-    notice_due_at = models.DateTimeField(null=True, blank=True)
-    notice_attempts = models.PositiveIntegerField(default=0)
-    notice_session_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
-    notice_error = models.TextField(blank=True)
-    # The webhook: "" when none was configured.
-    webhook_status = models.CharField(max_length=10, choices=WebhookStatus.choices, blank=True)
-    webhook_due_at = models.DateTimeField(null=True, blank=True)
-    webhook_attempts = models.PositiveIntegerField(default=0)
-    webhook_error = models.TextField(blank=True)
-
-    class Meta:
-        indexes = [
-            # The notice sender's query: pending notices by due time (scheduler.failure_notices).
-            models.Index(fields=["notice_due_at"], condition=Q(notice_status="pending"), name="episode_notice_idx"),
-            # The webhook sender's query: pending events by due time (scheduler.failure_webhook).
-            models.Index(fields=["webhook_due_at"], condition=Q(webhook_status="pending"), name="episode_webhook_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return self.key
