@@ -141,6 +141,8 @@ class DshHost:
         self._plugin = False
         self._plugin_checked_at: float | None = None
         self._headers: dict[str, dict] = {}  # session ID -> its header (_header), this process's
+        self._live: set[str] = set()  # sessions seen with a live agent (_attached)
+        self._live_count = 0  # DSH's live-agent count when last seen
 
     # -- sessions ----------------------------------------------------------------------------------
 
@@ -153,8 +155,26 @@ class DshHost:
         return [item for item in items if isinstance(item, dict) and is_identifier(item.get("sessionId"))]
 
     def _attached(self, session_id: str) -> bool:
+        """Whether the session has a live agent in DSH. rc.8's only per-session answer, subagent.list,
+        reads every persisted session's header; but a session once attached stays so until DSH stops
+        (DSH-HOST.md §7: nothing detaches one), so a session seen attached is asked again only with
+        host.describe, whose live-agent count drops when DSH has restarted (then all are asked anew)."""
+        if session_id in self._live:
+            count = self._live_agents()
+            if count >= self._live_count:
+                self._live_count = count
+                return True
+            self._live.clear()  # DSH restarted (or agents went away): nothing is known to be live
         value = self.wire.call("subagent.list", {"parentSessionId": session_id})
-        return bool(isinstance(value, dict) and value.get("parentAvailable"))
+        attached = bool(isinstance(value, dict) and value.get("parentAvailable"))
+        if attached:
+            self._live_count = self._live_agents()
+            self._live.add(session_id)
+        return attached
+
+    def _live_agents(self) -> int:
+        count = json_object(self.wire.call("host.describe", {})).get("attachedSessions")
+        return count if isinstance(count, int) else 0
 
     def _info(self, item: dict, *, with_status: bool = True) -> SessionInfo:
         session_id = item["sessionId"]
@@ -509,6 +529,8 @@ class DshHost:
                 session = self.get_session(session_id)
                 if session is None:
                     raise DshError(f"DSH has no session {session_id!r}.", code="session-not-found", transient=False)
+                if session.status == SessionStatus.COLD:  # the batch's look-up did not ask: loaded as above
+                    session = self.resume_session(session_id)
                 delivery = "next_step" if session.status == SessionStatus.RUNNING else "next_turn"
                 self.wire.call(
                     "session.prompt",

@@ -71,11 +71,18 @@ def test_a_delivery_a_caller_check_and_a_status_never_list_the_profile(on_dsh, d
     made = api.tool("loop_create", {"prompt": "Check the deploy", "schedule": every(60)})
     assert made.status_code == 200, made.content
     assert dsh_calls["session.list"] == 0, f"loop_create's caller check listed the profile: {dsh_calls}"
-    listed = api.tool("loop_list", {})  # what DSH Web's composer status asks, every few seconds
-    assert listed.status_code == 200 and len(listed.json()["loops"]) == 1
+    for _ in range(3):
+        listed = api.tool("loop_list", {})  # what DSH Web's composer status asks, every few seconds
+        assert listed.status_code == 200 and len(listed.json()["loops"]) == 1
     status = api.tool("check_session_status", {"session_id": "target"})
     assert status.status_code == 200 and status.json()["status"] == "idle", status.content
     assert dsh_calls["session.list"] == 0, f"a status listed the profile: {dsh_calls}"
+    # subagent.list reads every persisted session's header in rc.8: asked once, then not again.
+    assert dsh_calls["subagent.list"] <= 1, dsh_calls
+
+    real.restart()  # nothing is attached any more: the status says so, whatever was seen before
+    status = api.tool("check_session_status", {"session_id": "target"})
+    assert status.status_code == 200 and status.json()["status"] == "cold", status.content
 
     dsh_calls.clear()
     run_ids = claim_due(now=timezone.now() + timedelta(seconds=61))
