@@ -53,6 +53,7 @@ def test_the_count_towards_the_end_says_it_counts_scheduled_runs_only(staff_clie
     page = staff_client.get(f"/panel/loops/{loop.loop_id}/").content.decode()
     assert "3 scheduled runs delivered so far; Run now and Retry do not count" in page
     assert "3 delivered so far" not in page
+    assert "{#" not in page and "#}" not in page  # a template comment over two lines would be shown
 
 
 def test_a_passed_end_is_refused_on_its_field(staff_client, make_loop):
