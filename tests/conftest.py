@@ -113,12 +113,25 @@ def postgres_unavailable_reason() -> str | None:
     return None
 
 
+ENGINE_INDEPENDENT = pytest.mark.skip(reason="engine-independent (a real DSH, DSH Web, or the installed program's own SQLite): runs on the SQLite pass")
+
+
+def skip_engine_independent(items) -> None:
+    """A real DSH (its adapter, its plugin, DSH Web) and the installed program on its own SQLite do not
+    depend on the test database's engine: they run on the SQLite pass only, which keeps CI's time
+    for the tests that do."""
+    for item in items:
+        if item.get_closest_marker("dsh") or item.get_closest_marker("engine_independent"):
+            item.add_marker(ENGINE_INDEPENDENT)
+
+
 def pytest_collection_modifyitems(config, items):
     """The PostgreSQL pass: skip with the reason when no server is given, fail under CI."""
     from django.conf import settings
 
     if not getattr(settings, "POSTGRES_PASS", False):
         return
+    skip_engine_independent(items)
     reason = postgres_unavailable_reason()
     if reason is None:
         return

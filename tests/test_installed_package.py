@@ -21,7 +21,7 @@ from tests.dsh import dsh_dir
 from tests.processes import wait_for
 from tests.test_serve import free_port
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.engine_independent]  # the program uses its own SQLite
 
 
 def build_wheel(out: Path) -> Path:
