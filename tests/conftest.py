@@ -113,7 +113,9 @@ def postgres_unavailable_reason() -> str | None:
     return None
 
 
-ENGINE_INDEPENDENT = pytest.mark.skip(reason="engine-independent (a real DSH, DSH Web, or the installed program's own SQLite): runs on the SQLite pass")
+ENGINE_INDEPENDENT = pytest.mark.skip(
+    reason="engine-independent (a real DSH, DSH Web, or the installed program's own SQLite): runs on the SQLite pass"
+)
 
 
 def skip_engine_independent(items) -> None:
