@@ -90,10 +90,9 @@ class QuotaExceeded(ApiError):
     status, code = 409, "quota_exceeded"
 
 
-class IdempotencyKeyReused(ApiError):
-    """An Idempotency-Key the session already used for a different request (docs/tools-and-api.md)."""
-
-    status, code = 409, "idempotency_key_reused"
+class IdempotencyKeyReused(InvalidInput):
+    """An Idempotency-Key the session already used for a different request (docs/tools-and-api.md): the
+    contract's 422 `invalid_input` with `field` naming the header, as the contract lists no code of its own."""
 
 
 class Unavailable(ApiError):

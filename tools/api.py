@@ -54,7 +54,7 @@ IDEMPOTENCY_HEADER_DOC = {
             "schema": {"type": "string", "minLength": 1, "maxLength": 255},
             "description": "Any string, unique per request (DSH's plugin sends the tool call's ID). A retry "
             "with the same key from the same session answers what the first call answered and makes no "
-            "second loop; the same key with a different request is 409 idempotency_key_reused.",
+            "second loop; the same key with a different request is 422 invalid_input (field Idempotency-Key).",
         },
     ]
 }
@@ -72,7 +72,7 @@ def loop_create(request, payload: LoopCreateIn):
 
     With `Idempotency-Key`, a call whose answer was lost (a timeout) can be sent again safely: the
     same key and request from the same session answers the loop the first call made, as it answered
-    then; the same key with another request is 409 `idempotency_key_reused`. Only a call that made a
+    then; the same key with another request is 422 `invalid_input` (field `Idempotency-Key`). Only a call that made a
     loop is remembered, so a refused one may be retried with its key.
     """
     return functions.loop_create(payload, caller_of(request), request.headers.get(IDEMPOTENCY_HEADER))

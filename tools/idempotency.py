@@ -2,7 +2,7 @@
 
 A loop_create whose answer never arrived (a timeout, a dropped connection) may have made its loop.
 Sent again with the same key by the same session, it answers what the first call answered and
-makes nothing; the same key with a different request is 409 `idempotency_key_reused`. Only a call
+makes nothing; the same key with a different request is 422 `invalid_input` (field `Idempotency-Key`). Only a call
 that made a loop is remembered: a refused one (422, 409 quota_exceeded …) may be retried as is.
 """
 

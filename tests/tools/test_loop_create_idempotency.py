@@ -1,7 +1,7 @@
 """loop_create under an `Idempotency-Key` (docs/tools-and-api.md): a call whose answer was lost can
 be sent again without making a second loop. The key is the caller session's: the same key and
-request answer the first call's answer; the same key with another request is 409
-idempotency_key_reused; a call that made no loop leaves no trace of its key."""
+request answer the first call's answer; the same key with another request is
+422 invalid_input on the header; a call that made no loop leaves no trace of its key."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def test_the_same_key_with_another_request_is_refused_and_makes_nothing(api):
     first = create(api, REQUEST, "call_2")
     assert first.status_code == 200, first.content
     other = create(api, {**REQUEST, "prompt": "Check the backups"}, "call_2")
-    assert other.status_code == 409, other.content
+    assert other.status_code == 422, other.content  # the contract's code: it lists no 409 for this
     error = error_of(other)
-    assert error["code"] == "idempotency_key_reused" and error["field"] == "Idempotency-Key", error
+    assert error["code"] == "invalid_input" and error["field"] == "Idempotency-Key", error
     assert first.json()["loop_id"] in error["message"]
     assert Loop.objects.count() == 1
 
@@ -105,4 +105,4 @@ def test_api_docs_describe_the_header(tools_token):
     [operation] = [ops["post"] for path, ops in document["paths"].items() if path.endswith("/tools/loop_create")]
     [header] = [p for p in operation["parameters"] if p["name"] == "Idempotency-Key"]
     assert header["in"] == "header" and not header["required"]
-    assert "idempotency_key_reused" in header["description"] and "Idempotency-Key" in operation["description"]
+    assert "invalid_input" in header["description"] and "Idempotency-Key" in operation["description"]
