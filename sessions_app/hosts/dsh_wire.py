@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -66,19 +67,24 @@ class DshClient:
             self._pid = os.getpid()
         return self._client
 
-    def get(self, path: str, params: dict[str, str]) -> bytes:
-        """A plain `GET` (DSH's `session.export`, which is no RPC): its body, or a DshError; 404 is
-        `session-not-found`, the only thing DSH answers it for."""
+    def _send(self, what: str, request: Callable[[], httpx.Response]) -> httpx.Response:
+        """One request; a DSH that gives no answer (timed out, refused, reset) is a transient,
+        unreachable DshError, whatever was asked."""
         try:
-            response = self.client.get(path, params=params)
+            return request()
         except httpx.TimeoutException as exc:
             raise DshError(
-                f"DSH did not answer {path} within {self.timeout:g} s.", transient=True, unreachable=True
+                f"DSH did not answer {what} within {self.timeout:g} s.", transient=True, unreachable=True
             ) from exc
         except httpx.HTTPError as exc:
             raise DshError(
-                f"DSH is unreachable at {self.base_url} ({path}): {exc}", transient=True, unreachable=True
+                f"DSH is unreachable at {self.base_url} ({what}): {exc}", transient=True, unreachable=True
             ) from exc
+
+    def get(self, path: str, params: dict[str, str]) -> bytes:
+        """A plain `GET` (DSH's `session.export`, which is no RPC): its body, or a DshError; 404 is
+        `session-not-found`, the only thing DSH answers it for."""
+        response = self._send(path, lambda: self.client.get(path, params=params))
         if response.status_code == 404:
             raise DshError(f"DSH has nothing at {path} for {params}.", code="session-not-found", transient=False)
         if response.status_code != 200:
@@ -97,16 +103,7 @@ class DshClient:
             "method": method,
             "payload": payload,
         }
-        try:
-            response = self.client.post(path or f"/api/{method}", json=body)
-        except httpx.TimeoutException as exc:
-            raise DshError(
-                f"DSH did not answer {method} within {self.timeout:g} s.", transient=True, unreachable=True
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise DshError(
-                f"DSH is unreachable at {self.base_url} ({method}): {exc}", transient=True, unreachable=True
-            ) from exc
+        response = self._send(method, lambda: self.client.post(path or f"/api/{method}", json=body))
         if response.status_code == 403:
             raise DshError(
                 f"DSH refused {method} (403): it answers only requests whose Host header is a loopback address "
