@@ -1,6 +1,6 @@
 """The cron jitter's spread (contract §16, DSHLOOP_CRON_JITTER_SECONDS): 1,000 loops at `0 9 * * *`
-with a 60 s jitter, their deliveries computed by the scheduler's own code (loops.jitter for each
-loop's delay, loops.schedules for the delayed times), binned by second of the minute.
+with a 60 s jitter, their deliveries computed by the scheduler's own code (timing.jitter for each
+loop's delay, timing.schedules for the delayed times), binned by second of the minute.
 
 `python -m bench.jitter` rewrites its section of docs/BENCHMARKS.md (bench.report renders the same
 section on a full run). Pure computation: no database, a second or two. The loop IDs have the form
@@ -16,8 +16,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from bench.processes import BASE_DIR
-from loops import schedules
-from loops.jitter import jitter_delay
+from timing import schedules
+from timing.jitter import jitter_delay
 
 LOOPS = 1000
 SPREAD_SECONDS = 60
@@ -63,7 +63,7 @@ def jitter_section() -> str:
             "## Cron jitter: 1,000 loops at `0 9 * * *`, `DSHLOOP_CRON_JITTER_SECONDS=60`",
             "",
             f"Each loop's delivery after 09:00 ({BIN_SECONDS}-second bins), computed by the scheduler's own code "
-            "(`loops.jitter.jitter_delay`, `loops.schedules.Delayed`) by `python -m bench.jitter`; each loop's "
+            "(`timing.jitter.jitter_delay`, `timing.schedules.Delayed`) by `python -m bench.jitter`; each loop's "
             f"offset was the same on each of {DAYS} days. Without jitter all 1,000 fall due in the same second. "
             f"Expected per bin: {expected:.0f}; the busiest second holds {max(per_second.values())} "
             f"(mean {LOOPS / SPREAD_SECONDS:.1f}); every second of the minute has some: "

@@ -88,10 +88,10 @@ def run_child(args) -> dict:
     from django.utils import timezone
 
     from core.timeutil import truncate_to_ms
-    from loops import schedules
     from loops.events import Actor
     from loops.services import create
     from scheduler.retention import Pruner
+    from timing import schedules
 
     call_command("migrate", verbosity=0)
     now = truncate_to_ms(timezone.now())

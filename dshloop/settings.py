@@ -308,7 +308,7 @@ DSHLOOP_FAILURE_WEBHOOK_TIMEOUT_SECONDS = env_int("DSHLOOP_FAILURE_WEBHOOK_TIMEO
 # recorded as a skipped run instead of being delivered.
 DSHLOOP_MISFIRE_GRACE_SECONDS = env_int("DSHLOOP_MISFIRE_GRACE_SECONDS", 0) or None
 # contract §16: each cron loop's deliveries come a stable per-loop delay in [0, this) after their
-# instants (loops.jitter), so that loops sharing a time do not all fall due in one second. 0: none.
+# instants (timing.jitter), so that loops sharing a time do not all fall due in one second. 0: none.
 # At most an hour: a spread wider than that is a different schedule, not a jitter.
 DSHLOOP_CRON_JITTER_SECONDS = env_int("DSHLOOP_CRON_JITTER_SECONDS", 0, minimum=0)
 if DSHLOOP_CRON_JITTER_SECONDS > 3600:

@@ -1,7 +1,7 @@
 """Words for people: schedules, durations, countdowns, local times and prompt previews (spec §8.2
 "schedule", "next run"), shared by the panel and the admin.
 
-Pure presentation. Nothing here decides *when* a loop fires — that is loops.schedules, used by the
+Pure presentation. Nothing here decides *when* a loop fires — that is timing.schedules, used by the
 scheduler and by selectors.fire_times; these functions only describe stored values. A cron expression
 that does not match one of the common shapes below is shown as-is ("cron 5 4 * * 2-3/2"), never
 guessed at.
@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from loops import schedule_text, schedules
 from loops.models import Loop
+from timing import schedule_text, schedules
 
 PROMPT_PREVIEW_CHARS = 140
 

@@ -10,7 +10,6 @@ from django.db import connection, models
 from django.db.models import Q
 
 from core.limits import MAX_ID_CHARS, MAX_NAME_CHARS
-from loops import schedules
 from loops.choices import (
     AWAITING_APPROVAL,
     UNREADABLE_REASON,
@@ -22,7 +21,6 @@ from loops.choices import (
     RunStatus,
     ScheduleKind,
 )
-from loops.jitter import jitter_delay
 from loops.scheduler_rows import (
     FailureEpisode,
     FailureEvent,
@@ -31,6 +29,8 @@ from loops.scheduler_rows import (
     SchedulerHeartbeat,
     WebhookStatus,
 )
+from timing import schedules
+from timing.jitter import jitter_delay
 
 # What loops.models answers for besides its own models: the values they take (loops.choices) and
 # the scheduler's rows kept in this app's tables (loops.scheduler_rows), registered from here.
@@ -95,7 +95,7 @@ class Loop(models.Model):
     workspace = models.CharField(max_length=1024, blank=True)
     permission_preset = models.CharField(max_length=64, blank=True)
     overlap = models.CharField(max_length=5, choices=Overlap.choices, default=Overlap.ALLOW)
-    # contract §16, where a loop ends (loops.ends): the last occurrence at or before ends_at runs; after
+    # contract §16, where a loop ends (timing.ends): the last occurrence at or before ends_at runs; after
     # max_runs delivered runs it ends. runs_delivered counts its delivered scheduled runs, ever
     # (retention prunes runs, never this), incremented where delivery records them.
     ends_at = models.DateTimeField(null=True, blank=True)

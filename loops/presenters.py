@@ -12,9 +12,10 @@ from django.conf import settings
 from pydantic_core import to_json
 
 from core.timeutil import to_ms
-from loops import humanize, schedules
+from loops import humanize
 from loops.models import SCHEDULE_COLUMNS, DeletedLoop, Loop, LoopEvent, LoopRun, LoopState, schedule_of_columns
 from sessions_app.models import ReservedTarget
+from timing import schedules
 
 # spec §4 / contract §3: scheduled, unclaimed, and next_at more than 30 s in the past.
 OVERDUE_AFTER = timedelta(seconds=30)

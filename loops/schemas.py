@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, Field, StringConstraints
 from core.errors import InvalidInput
 from core.limits import MAX_NAME_CHARS, MAX_SAFE_INTEGER
 from core.schemas import Identifier, StrictModel, Text
-from loops import schedule_text, schedules
+from timing import schedule_text, schedules
 
 MAX_PROMPT_CHARS = 100_000
 

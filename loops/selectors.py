@@ -16,9 +16,9 @@ from psycopg import capabilities
 from psycopg.types.numeric import Int8BinaryLoader
 
 from core.errors import InvalidInput, UnknownLoop
-from loops import ends, schedules
 from loops.models import DeletedLoop, Loop, LoopRun, LoopState
 from sessions_app.models import ReservedTarget
+from timing import ends, schedules
 
 
 def _ordered(loops: QuerySet[Loop]) -> QuerySet[Loop]:

@@ -26,13 +26,13 @@ from core.limits import MAX_SAFE_INTEGER
 from core.schemas import Identifier, StrictModel
 from core.timeutil import from_ms, to_ms, truncate_to_ms
 from core.validation import field_path, invalid_input_from, is_identifier
-from loops import schedules
 from loops.events import Actor
 from loops.models import ActorKind, Loop
 from loops.schemas import Prompt, Seconds
 from loops.services import create
 from sessions_app.hosts import get_host
 from sessions_app.schemas import SessionId
+from timing import schedules
 
 Outcome = Literal["imported", "already_present", "invalid"]
 # The audit trail's actor of an import: a person running the command (no signed-in user to name).

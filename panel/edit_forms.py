@@ -15,7 +15,6 @@ from core.errors import ApiError, host_unavailable
 from core.limits import MAX_NAME_CHARS
 from core.timeutil import to_ms
 from core.validation import invalid_input_from
-from loops import schedules
 from loops.models import Loop
 from loops.presenters import schedule_view
 from loops.schemas import LoopPatchIn
@@ -23,6 +22,7 @@ from loops.services import edit
 from panel.forms import ENDS_AT_FORMAT, OTHER_WORKSPACE, OVERLAP_WORDS, UNATTENDED_FORM_FIELDS, UNITS, LoopCreateForm
 from sessions_app.hosts.base import HostError
 from sessions_app.models import ReservedTarget
+from timing import schedules
 
 
 def amount_and_unit(seconds: int) -> tuple[int, str]:

@@ -61,7 +61,7 @@ UNATTENDED_FORM_FIELDS = ("workspace", "workspace_other", "permission_preset", "
 
 
 def zone_choices() -> list[tuple[str, str]]:
-    # Only a menu: whether a zone is usable is decided by the service (loops.schedules.load_zone).
+    # Only a menu: whether a zone is usable is decided by the service (timing.schedules.load_zone).
     names = sorted(zoneinfo.available_timezones() - {"localtime", "posixrules", "Factory"})
     return [("", f"Host time zone ({settings.TIME_ZONE})")] + [(name, name) for name in names]
 

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from loops import ends, schedules
 from loops.humanize import short_span
 from loops.models import Loop, LoopState, Overlap, RunStatus
 from loops.runs import lease, new_run_id, occurrence_key
 from scheduler.rows import NewRun
 from scheduler.unattended import Capacity, capacity_reason, overlap_reason
+from timing import ends, schedules
 
 
 def new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 0) -> NewRun:
@@ -69,7 +69,7 @@ def advance(loop: Loop, now: datetime) -> tuple[NewRun | None, str | None]:
     run is returned already `skipped` (the reason in `error`, itself counted in `missed`) and the
     loop goes on with its next occurrence; a one-shot has none, so it fails (retryable).
 
-    contract §16 (loops.ends): the catch-up looks no further than the loop's ends_at, so its run is
+    contract §16 (timing.ends): the catch-up looks no further than the loop's ends_at, so its run is
     the last occurrence before the end however long the downtime. A loop with nothing left to run
     (a deadline past its end, its max_runs delivered) returns no run, completed; the second item
     names the bound that completed the loop (its `ended` event), else None. A run whose next

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from core.bulk import update_rows
-from loops import ends
 from loops.models import ONE_SHOT_KINDS, Loop, LoopState, RunStatus
 from loops.runs import lease
 from scheduler.prepare import prepare
@@ -15,6 +14,7 @@ from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, NewRun,
 from scheduler.targets import BatchView
 from sessions_app.hosts.base import Host, Message
 from sessions_app.models import ReservedTarget
+from timing import ends
 
 
 def deliverable(run: NewRun, loop: Loop) -> bool:

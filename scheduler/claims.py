@@ -22,7 +22,6 @@ from django.utils import timezone
 
 from core.bulk import insert_rows, update_rows
 from core.errors import one_line
-from loops import ends
 from loops.counters import Tally
 from loops.events import SCHEDULER, record_event
 from loops.models import SCHEDULE_COLUMNS, EventKind, Loop, LoopRun, LoopState, RunStatus
@@ -44,6 +43,7 @@ from scheduler.unattended import Capacity
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Host, HostError
 from sessions_app.models import ReservedTarget
+from timing import ends
 
 logger = logging.getLogger("dshloop.clock")
 delivery_logger = logging.getLogger("dshloop.delivery")  # a claim's own deliveries log as the others

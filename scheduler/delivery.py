@@ -40,7 +40,6 @@ from core.backoff import doubling
 from core.bulk import update_rows
 from core.errors import one_line
 from core.notify import CLOCK_MAX_SLEEP, notify_clocks
-from loops import ends
 from loops.counters import Tally
 from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus
 from loops.occurrence_log import log_occurrence
@@ -53,6 +52,7 @@ from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import host_savepoint
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Delivered, Host, HostError, Message
+from timing import ends
 
 logger = logging.getLogger("dshloop.delivery")
 

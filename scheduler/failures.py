@@ -24,7 +24,6 @@ from typing import Protocol
 
 from django.conf import settings
 
-from loops import ends, schedules
 from loops.counters import Tally
 from loops.events import SCHEDULER, record_event
 from loops.humanize import short_span
@@ -34,6 +33,7 @@ from loops.runs import new_run_id, occurrence_key
 from loops.services.ends import end_if_done
 from scheduler.episodes import FailedRun, record_episode
 from sessions_app.models import ReservedTarget
+from timing import ends, schedules
 
 logger = logging.getLogger("dshloop.delivery")
 

@@ -79,7 +79,7 @@ class DeliveryLoop:
     workspace: str  # where and how its fresh sessions start (contract §14)
     permission_preset: str
     tz: str  # its schedule's zone, "" for none: a fresh session's title tells its time there
-    # contract §16: whether the run being recorded is its last (loops.ends).
+    # contract §16: whether the run being recorded is its last (timing.ends).
     ends_at: datetime | None
     max_runs: int | None
     runs_delivered: int

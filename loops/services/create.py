@@ -20,15 +20,15 @@ from core.errors import (
 from core.locks import lock_until_commit
 from core.notify import notify_clocks
 from core.timeutil import truncate_to_ms
-from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import AWAITING_APPROVAL, ActorKind, EventKind, Loop, LoopState, timing_of
-from loops.schedule_gaps import shortest_gap
 from loops.schemas import LoopCreateIn
 from loops.selectors import active_loops_in_quota
 from loops.services.unattended import unattended_defaults
 from sessions_app.hosts import get_host, global_session_id
 from sessions_app.models import ReservedTarget
+from timing import schedules
+from timing.schedule_gaps import shortest_gap
 
 
 def new_loop_id() -> str:

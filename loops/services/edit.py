@@ -12,11 +12,9 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from core.notify import notify_clocks
 from core.timeutil import from_ms, to_ms, truncate_to_ms
-from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import AWAITING_APPROVAL, EventKind, Loop, LoopState, Overlap, keep_revision_prompt
 from loops.presenters import schedule_view
-from loops.schedule_gaps import shortest_gap
 from loops.schemas import LoopPatchIn
 from loops.selectors import loop_get
 from loops.services.create import check_interval, check_loop_quota, check_target, lock_quota_count, needs_approval
@@ -30,6 +28,8 @@ from loops.services.unattended import (
 )
 from loops.services.unclaimed import unclaimed
 from sessions_app.models import ReservedTarget
+from timing import schedules
+from timing.schedule_gaps import shortest_gap
 
 BOUNDS = ("ends_at", "max_runs")  # contract §16
 EDITABLE = ("name", "prompt", "schedule", "target", "preset", *UNATTENDED_FIELDS, *BOUNDS)

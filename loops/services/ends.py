@@ -1,4 +1,4 @@
-"""Loops that reach their end (contract §16, the rules in loops.ends): completed, never deleted, with
+"""Loops that reach their end (contract §16, the rules in timing.ends): completed, never deleted, with
 an `ended` event naming the bound; their runs and trail kept.
 
 The claim (scheduler.claims) ends a loop it finds with nothing left to run, and the record of a
@@ -20,11 +20,11 @@ from django.db.models import Exists, F, OuterRef, Q
 
 from core.errors import InvalidInput
 from core.timeutil import to_ms
-from loops import ends
 from loops.events import SCHEDULER, Actor, record_event
 from loops.models import EventKind, Loop, LoopRun, LoopState
 from loops.runs import OPEN_STATUSES, free_rows
 from loops.services.locking import has_open_run
+from timing import ends
 
 _ENDABLE = (LoopState.SCHEDULED, LoopState.RUNNING, LoopState.PAUSED)
 

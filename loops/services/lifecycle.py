@@ -12,7 +12,6 @@ from django.db import transaction
 
 from core.errors import NotFailed, RunInFlight
 from core.notify import notify_clocks
-from loops import schedules
 from loops.events import Actor, record_event
 from loops.models import (
     AWAITING_APPROVAL,
@@ -30,6 +29,7 @@ from loops.services.create import refuse_unvouched_approval
 from loops.services.ends import end_if_done
 from loops.services.locking import effective_now, has_open_run, locked_loop, refuse_completed
 from loops.services.unclaimed import DELETED, PAUSED, unclaimed
+from timing import schedules
 
 OPERATOR = "operator"  # contract §9 pause_reason of a pause a person asked for (scheduler.failures: "auto: …")
 

@@ -7,7 +7,7 @@ free slot of DSHLOOP_MAX_CONCURRENT_NEW_RUNS (a `new` loop, scheduler.unattended
 in flight to finish (a loop that is `running`), or for a scheduler to reach it. Pausing it,
 starting its grid again, or deleting it drops that deadline, and with it every occurrence it waited
 on. They are recorded the way a claim records a catch-up later than the misfire grace: one
-`skipped` run at the latest of them (loops.schedules.catch_up), whose error says why and whose
+`skipped` run at the latest of them (timing.schedules.catch_up), whose error says why and whose
 `missed` counts them all, itself included; it is counted in the metrics and logged like every
 other occurrence. A deleted loop's run outlives it like its other runs (they have no foreign key):
 in the admin's run history, in the counters and in the log.
@@ -25,13 +25,13 @@ from datetime import datetime
 
 from django.conf import settings
 
-from loops import ends, schedules
 from loops.counters import Tally
 from loops.humanize import fresh_sessions_running, wait_span
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.occurrence_log import log_occurrence
 from loops.runs import CAPACITY, new_run_id, occurrence_key, running_fresh_runs, skip_prefix, skip_reason
 from sessions_app.models import ReservedTarget
+from timing import ends, schedules
 
 logger = logging.getLogger("dshloop.loops")
 

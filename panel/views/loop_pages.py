@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 
 from core.errors import UnknownLoop
 from core.validation import is_identifier
-from loops import humanize, schedules
+from loops import humanize
 from loops.events import Actor, loop_events
 from loops.humanize import loop_zone, preview
 from loops.models import Loop
@@ -23,6 +23,7 @@ from loops.selectors import RUN_PAGE, fire_times, loop_get, loop_runs
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import HostError, Workspaces
 from sessions_app.models import ReservedTarget
+from timing import schedules
 
 from .. import queries, utf8
 from ..edit_forms import LoopEditForm

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from loops import schedule_gaps, schedules
 from loops.models import Loop
 from tests.conftest import ApiClient, error_of
+from timing import schedule_gaps, schedules
 
 MESSAGE = "fires at most once every 300 s (DSHLOOP_MIN_NEW_INTERVAL_SECONDS)"
 

@@ -12,12 +12,12 @@ import pytest
 import time_machine
 
 from core.timeutil import to_ms
-from loops import schedules
-from loops.jitter import jitter_delay
 from loops.models import Loop, LoopRun, RunStatus
 from loops.selectors import fire_times
 from scheduler.claims import claim_due
 from tests.conftest import create_loop, fire_due, s
+from timing import schedules
+from timing.jitter import jitter_delay
 
 DAY = timedelta(days=1)
 NINE = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday, 09:00 UTC

@@ -1,6 +1,6 @@
 """GET /api/loops/{id}/upcoming (contract §4) across DST changes, for cron loops made through the API.
 
-DST rules (loops/schedules.py): a wall time that does not exist (spring forward) is skipped, so the
+DST rules (timing/schedules.py): a wall time that does not exist (spring forward) is skipped, so the
 loop does not fire that day; a wall time that happens twice (fall back) fires once, at its first
 instant. Expected instants are written out in UTC by hand; transitions checked with zoneinfo:
 

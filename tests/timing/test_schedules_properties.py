@@ -13,8 +13,8 @@ from croniter import croniter
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from loops import schedules
-from loops.schedules import After, Cron, Every, catch_up, first_occurrence, next_occurrence, upcoming
+from timing import schedules
+from timing.schedules import After, Cron, Every, catch_up, first_occurrence, next_occurrence, upcoming
 
 ZONE_YEARS = {
     "Europe/Berlin": 2026,

@@ -1,6 +1,6 @@
 """What a user writes for a schedule: the error for one that is unusable, and the text of a cron
 expression (a macro or five fields; no H or R, which differ per process; no range that runs
-backwards). Pure, as loops.schedules, which computes with what this accepts."""
+backwards). Pure, as timing.schedules, which computes with what this accepts."""
 
 from __future__ import annotations
 

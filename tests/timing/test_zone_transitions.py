@@ -1,4 +1,4 @@
-"""A zone's UTC-offset changes (loops/zone_transitions.py), read from its TZif file and rule, are
+"""A zone's UTC-offset changes (timing/zone_transitions.py), read from its TZif file and rule, are
 exactly the changes zoneinfo (the scheduler's clock) makes: every zone, the years ahead and far
 past the end of its table."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import zoneinfo
 from datetime import UTC, datetime, timedelta
 
-from loops import zone_transitions
-from loops.schedules import _zone_names
-from loops.zone_transitions import Transition, offset_changes, rule_decides_from
+from timing import zone_transitions
+from timing.schedules import _zone_names
+from timing.zone_transitions import Transition, offset_changes, rule_decides_from
 
 
 def offset(zone: zoneinfo.ZoneInfo, epoch: int) -> timedelta:

@@ -1,4 +1,4 @@
-"""The shortest gap of a schedule (loops/schedule_gaps.py), held against what the scheduler really
+"""The shortest gap of a schedule (timing/schedule_gaps.py), held against what the scheduler really
 fires: the days it fires on match croniter's, its wall-to-instant rule matches the scheduler's, the
 structural minimum is never above a gap of a long run of real occurrences, and equals the run's
 shortest gap wherever the run is known to hold every kind of gap.
@@ -15,9 +15,9 @@ from croniter import CroniterBadDateError, croniter
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from loops import schedule_gaps, schedule_text, schedules
-from loops.schedule_text import ScheduleError
-from loops.schedules import Cron
+from timing import schedule_gaps, schedule_text, schedules
+from timing.schedule_text import ScheduleError
+from timing.schedules import Cron
 
 MINUTES = ["*", "0", "30", "0,30", "*/7", "0,59", "2,58", "15,45", "0-10/5", "1-59/29", "57", "0,10,20,30,40,57"]
 HOURS = ["*", "0", "2", "1,3", "0-20/2,23", "0,23", "*/5", "9-17", "1,2,3", "12", "1,3,5,7,9,11,13,15,17,19,21,23"]

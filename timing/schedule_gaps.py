@@ -25,9 +25,9 @@ from itertools import pairwise
 
 from croniter import croniter
 
-from loops.schedule_text import normalize_cron
-from loops.schedules import After, Cron, Every, Schedule, load_zone
-from loops.zone_transitions import offset_changes, rule_decides_from
+from timing.schedule_text import normalize_cron
+from timing.schedules import After, Cron, Every, Schedule, load_zone
+from timing.zone_transitions import offset_changes, rule_decides_from
 
 _DAY = 86_400
 _EPOCH_DAY = date(1970, 1, 1).toordinal()

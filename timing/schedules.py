@@ -18,8 +18,8 @@ from typing import ClassVar
 from croniter import CroniterBadDateError, croniter
 
 from core.limits import MAX_SAFE_INTEGER
-from loops import schedule_text
-from loops.schedule_text import ScheduleError, normalize_cron
+from timing import schedule_text
+from timing.schedule_text import ScheduleError, normalize_cron
 
 # catch_up() counts missed cron occurrences one by one; beyond this many it stops counting and
 # `missed` reports the cap (~3 s of croniter work), so a years-long outage costs bounded time.

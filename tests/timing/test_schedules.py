@@ -13,9 +13,9 @@ import time_machine
 from croniter import croniter
 
 from core.limits import MAX_SAFE_INTEGER
-from loops import schedules
-from loops.schedule_text import ScheduleError, normalize_cron
-from loops.schedules import (
+from timing import schedules
+from timing.schedule_text import ScheduleError, normalize_cron
+from timing.schedules import (
     MISSED_COUNT_LIMIT,
     After,
     CatchUp,
