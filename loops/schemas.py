@@ -85,7 +85,7 @@ Prompt = Annotated[
 
 
 class EverySchedule(StrictModel):
-    """Recurring interval; the first occurrence is one full interval after creation."""
+    __doc__ = schedules.Every.summary  # the schema's description: the kind's own words
 
     kind: Literal["every"]
     every_seconds: Seconds
@@ -95,7 +95,7 @@ class EverySchedule(StrictModel):
 
 
 class AfterSchedule(StrictModel):
-    """One occurrence, after_seconds after creation."""
+    __doc__ = schedules.After.summary  # the schema's description: the kind's own words
 
     kind: Literal["after"]
     after_seconds: Seconds
@@ -105,7 +105,7 @@ class AfterSchedule(StrictModel):
 
 
 class CronSchedule(StrictModel):
-    """Wall-clock schedule, 5-field cron, in tz (IANA) or the host time zone."""
+    __doc__ = schedules.Cron.summary  # the schema's description: the kind's own words
 
     kind: Literal["cron"]
     expr: Annotated[str, Text(200), Field(min_length=1, description='e.g. "30 9 * * 1-5"')]

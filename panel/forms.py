@@ -27,9 +27,15 @@ from loops.schemas import LoopCreateIn
 from loops.services import create
 from sessions_app.hosts.base import HostError
 from sessions_app.models import ReservedTarget
+from timing import schedule_kinds, schedules
 
 UNITS = [("1", "seconds"), ("60", "minutes"), ("3600", "hours"), ("86400", "days")]
-KINDS = [("every", "Every…"), ("after", "Once, after…"), ("cron", "On a cron schedule")]
+
+
+def lead_in(schedule_type: type[schedules.Schedule]) -> str:
+    """The words before a kind's amount: its label without the ellipsis ("Every…" -> "Every 10 minutes")."""
+    return schedule_type.label.removesuffix("…")
+
 
 # ApiError.field (the contract's dotted input path) -> the form field that shows the message.
 FIELD_FOR_PATH = {
@@ -97,9 +103,15 @@ class LoopCreateForm(forms.Form):
     target = forms.ChoiceField(widget=TargetRadios)
     session = forms.CharField(required=False, widget=forms.Select, label="Existing session")
     preset = forms.CharField(required=False, widget=forms.Select, label="Preset")
-    kind = forms.ChoiceField(choices=KINDS, initial="every", widget=forms.RadioSelect, label="Schedule")
+    # Each kind's label as timing.schedules describes it, in SCHEDULE_TYPES' order.
+    kind = forms.ChoiceField(
+        choices=schedule_kinds.choices(), initial=schedules.Every.kind, widget=forms.RadioSelect, label="Schedule"
+    )
     every_amount = forms.IntegerField(
-        required=False, initial=10, label="Every", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
+        required=False,
+        initial=10,
+        label=lead_in(schedules.Every),
+        widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
     # django-stubs type empty_value as str | None; Django returns any value as it is (the coerced int).
     every_unit = forms.TypedChoiceField(
@@ -111,7 +123,10 @@ class LoopCreateForm(forms.Form):
         empty_value=60,  # type: ignore[arg-type]
     )
     after_amount = forms.IntegerField(
-        required=False, initial=30, label="After", widget=forms.NumberInput(attrs={"inputmode": "numeric"})
+        required=False,
+        initial=30,
+        label=lead_in(schedules.After),
+        widget=forms.NumberInput(attrs={"inputmode": "numeric"}),
     )
     after_unit = forms.TypedChoiceField(
         choices=UNITS,

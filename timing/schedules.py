@@ -38,10 +38,16 @@ def _check_duration(name: str, value: object) -> None:
         raise ValueError(f"{name} must be an integer in 1..{MAX_SAFE_INTEGER}, got {value!r}")
 
 
+# A kind describes itself here, once, for every form and schema that offers it (timing.schedule_kinds):
+# `label`, how a person picks it in a form; `summary`, what it means, as the tool schemas tell an agent.
+
+
 @dataclass(frozen=True)
 class Every:
     every_seconds: int
     kind: ClassVar[str] = "every"
+    label: ClassVar[str] = "Every…"
+    summary: ClassVar[str] = "Recurring interval; the first occurrence is one full interval after creation."
     one_shot: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -52,6 +58,8 @@ class Every:
 class After:
     after_seconds: int
     kind: ClassVar[str] = "after"
+    label: ClassVar[str] = "Once, after…"
+    summary: ClassVar[str] = "One occurrence, after_seconds after creation."
     # One occurrence only: once delivered the loop is completed, once failed it waits for a retry.
     one_shot: ClassVar[bool] = True
 
@@ -64,6 +72,8 @@ class Cron:
     expr: str
     tz: str | None = None
     kind: ClassVar[str] = "cron"
+    label: ClassVar[str] = "On a cron schedule"
+    summary: ClassVar[str] = "Wall-clock schedule, 5-field cron, in tz (IANA) or the host time zone."
     one_shot: ClassVar[bool] = False
 
 
