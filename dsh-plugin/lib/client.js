@@ -432,6 +432,61 @@ var PRE = { whiteSpace: "pre-wrap", fontSize: "12px", margin: "6px 0 0", opacity
 // src/client/panel.ts
 var import_react3 = require("react");
 
+// src/schedule-kinds.json
+var schedule_kinds_default = [
+  {
+    kind: "every",
+    label: "Every\u2026",
+    fields: [
+      {
+        name: "every_seconds",
+        type: "integer",
+        required: true
+      }
+    ]
+  },
+  {
+    kind: "after",
+    label: "Once, after\u2026",
+    fields: [
+      {
+        name: "after_seconds",
+        type: "integer",
+        required: true
+      }
+    ]
+  },
+  {
+    kind: "cron",
+    label: "On a cron schedule",
+    fields: [
+      {
+        name: "expr",
+        type: "string",
+        required: true
+      },
+      {
+        name: "tz",
+        type: "string",
+        required: false
+      }
+    ]
+  }
+];
+
+// src/schedule-kinds.ts
+var SCHEDULE_KINDS = schedule_kinds_default;
+var SCHEDULE_CONTROLS = ["seconds", "expr", "tz"];
+function controlOf(field) {
+  return field.endsWith("_seconds") ? "seconds" : SCHEDULE_CONTROLS.find((control) => control === field);
+}
+function kindOf(kind) {
+  return SCHEDULE_KINDS.find((known) => known.kind === kind);
+}
+function controlsOf(kind) {
+  return (kindOf(kind)?.fields ?? []).map((field) => ({ ...field, control: controlOf(field.name) }));
+}
+
 // src/loops-view.ts
 var AWAITING_APPROVAL = "awaiting approval";
 function stateWords(loop) {
@@ -482,6 +537,7 @@ var ACTION_LABELS = {
   edit: "Edit",
   delete: "Delete"
 };
+var takes = (control) => (form) => controlsOf(form.kind).some((field) => field.control === control);
 var always = () => true;
 var whenNew = (form) => form.target === "new";
 var FORM_FIELDS = [
@@ -491,12 +547,13 @@ var FORM_FIELDS = [
     key: "kind",
     label: "Schedule",
     control: "select",
-    options: [["every", "every \u2026 seconds"], ["after", "once, after \u2026 seconds"], ["cron", "cron (wall clock)"]],
+    options: SCHEDULE_KINDS.map(({ kind, label }) => [kind, label]),
     show: always
   },
-  { key: "seconds", label: "Seconds", control: "number", show: (form) => form.kind !== "cron" },
-  { key: "expr", label: "Cron expression", control: "text", show: (form) => form.kind === "cron", hint: "e.g. 30 9 * * 1-5" },
-  { key: "tz", label: "Time zone", control: "text", show: (form) => form.kind === "cron", hint: "IANA name; empty: the host's" },
+  // Each shows when the chosen kind takes a field typed in it.
+  { key: "seconds", label: "Seconds", control: "number", show: takes("seconds") },
+  { key: "expr", label: "Cron expression", control: "text", show: takes("expr"), hint: "e.g. 30 9 * * 1-5" },
+  { key: "tz", label: "Time zone", control: "text", show: takes("tz"), hint: "IANA name; empty: the host's" },
   { key: "target", label: "Target", control: "select", show: always },
   { key: "session", label: "Session", control: "select", show: (form) => form.target === "session" },
   { key: "preset", label: "Preset", control: "text", show: whenNew, hint: "Optional: a DSH preset for the fresh sessions" },
@@ -516,7 +573,7 @@ function emptyForm(currentSession) {
   return {
     name: "",
     prompt: "",
-    kind: "every",
+    kind: SCHEDULE_KINDS[0]?.kind ?? "",
     seconds: "600",
     expr: "",
     tz: "",
@@ -532,15 +589,21 @@ function emptyForm(currentSession) {
 }
 function formOf(loop, currentSession) {
   const schedule = loop.schedule;
+  const typed = (control) => {
+    const field = controlsOf(schedule.kind).find((known) => known.control === control);
+    const value = field === void 0 ? void 0 : schedule[field.name];
+    return value === void 0 ? "" : String(value);
+  };
   const reserved = loop.session_id === "self" || loop.session_id === "new";
   return {
     ...emptyForm(currentSession),
     name: loop.name ?? "",
     prompt: loop.prompt,
-    kind: schedule.kind === "cron" ? "cron" : schedule.kind === "after" ? "after" : "every",
-    seconds: String(schedule.every_seconds ?? schedule.after_seconds ?? ""),
-    expr: schedule.expr ?? "",
-    tz: schedule.tz ?? "",
+    // A kind this plugin does not know stays the form's first.
+    ...kindOf(schedule.kind) === void 0 ? {} : { kind: schedule.kind },
+    seconds: typed("seconds"),
+    expr: typed("expr"),
+    tz: typed("tz"),
     target: reserved ? loop.session_id : loop.session_id === currentSession ? "current" : "session",
     session: reserved ? "" : loop.session_id,
     preset: loop.preset ?? "",
@@ -594,10 +657,13 @@ var FormError = class extends Error {
   }
 };
 function scheduleOf(form) {
-  if (form.kind === "cron") return { kind: "cron", expr: form.expr.trim(), ...form.tz.trim() ? { tz: form.tz.trim() } : {} };
-  const text = form.seconds.trim();
-  const seconds = /^\d{1,16}$/.test(text) ? Number(text) : text;
-  return form.kind === "after" ? { kind: "after", after_seconds: seconds } : { kind: "every", every_seconds: seconds };
+  const schedule = { kind: form.kind };
+  for (const field of controlsOf(form.kind)) {
+    const text = field.control === void 0 ? "" : form[field.control].trim();
+    if (text === "" && !field.required) continue;
+    schedule[field.name] = field.type === "integer" && /^\d{1,16}$/.test(text) ? Number(text) : text;
+  }
+  return schedule;
 }
 function targetOf(form, currentSession) {
   if (form.target === "current") {
@@ -646,12 +712,12 @@ function toChanges(form, loop, currentSession) {
 }
 function formFieldOf(field, form) {
   if (field === void 0 || field === "") return void 0;
-  const head = field.split(".")[0] ?? "";
-  if (head === "schedule" || head === "every_seconds" || head === "after_seconds") {
-    if (field.endsWith("expr")) return "expr";
-    if (field.endsWith("tz")) return "tz";
-    if (field.endsWith("kind")) return "kind";
-    return form.kind === "cron" ? "expr" : "seconds";
+  const path = field.split(".");
+  const head = path[0] ?? "";
+  if (head === "schedule" || SCHEDULE_KINDS.some((kind) => kind.fields.some((taken) => taken.name === head))) {
+    const last = path[path.length - 1] ?? "";
+    if (last === "kind") return "kind";
+    return controlOf(last) ?? controlsOf(form.kind).find((taken) => taken.control !== void 0)?.control ?? "kind";
   }
   if (head === "session_id") return form.target === "session" ? "session" : "target";
   const known = FORM_FIELDS.map((spec) => spec.key);

@@ -4,12 +4,14 @@
  * no React: the node test runner checks it, and the web half only renders its result.
  */
 
+import { controlOf, controlsOf, kindOf, SCHEDULE_KINDS, type ScheduleControl } from './schedule-kinds.ts'
 import { countdown, duration } from './status.ts'
 
 export interface PanelLoop {
   readonly loop_id: string
   readonly prompt: string
-  readonly schedule: { readonly kind: string; readonly every_seconds?: number; readonly after_seconds?: number; readonly expr?: string; readonly tz?: string }
+  /** `kind` and the fields that kind takes (SCHEDULE_KINDS), e.g. `{ kind: 'every', every_seconds: 600 }`. */
+  readonly schedule: { readonly kind: string; readonly [field: string]: string | number | undefined }
   readonly session_id: string
   readonly preset?: string
   readonly state: string
@@ -111,12 +113,16 @@ export const ACTION_LABELS: Readonly<Record<string, string>> = {
 
 // -- the form ---------------------------------------------------------------------------------------
 
+/** Whether the chosen kind takes a field typed in this control. */
+const takes = (control: ScheduleControl) => (form: LoopForm): boolean => controlsOf(form.kind).some(field => field.control === control)
+
 export type Target = 'current' | 'self' | 'new' | 'session'
 
 export interface LoopForm {
   readonly name: string
   readonly prompt: string
-  readonly kind: 'every' | 'after' | 'cron'
+  /** One of SCHEDULE_KINDS' `kind`s. */
+  readonly kind: string
   readonly seconds: string
   readonly expr: string
   readonly tz: string
@@ -157,12 +163,13 @@ export const FORM_FIELDS: readonly FieldSpec[] = [
     key: 'kind',
     label: 'Schedule',
     control: 'select',
-    options: [['every', 'every … seconds'], ['after', 'once, after … seconds'], ['cron', 'cron (wall clock)']],
+    options: SCHEDULE_KINDS.map(({ kind, label }) => [kind, label] as const),
     show: always,
   },
-  { key: 'seconds', label: 'Seconds', control: 'number', show: form => form.kind !== 'cron' },
-  { key: 'expr', label: 'Cron expression', control: 'text', show: form => form.kind === 'cron', hint: 'e.g. 30 9 * * 1-5' },
-  { key: 'tz', label: 'Time zone', control: 'text', show: form => form.kind === 'cron', hint: 'IANA name; empty: the host\'s' },
+  // Each shows when the chosen kind takes a field typed in it.
+  { key: 'seconds', label: 'Seconds', control: 'number', show: takes('seconds') },
+  { key: 'expr', label: 'Cron expression', control: 'text', show: takes('expr'), hint: 'e.g. 30 9 * * 1-5' },
+  { key: 'tz', label: 'Time zone', control: 'text', show: takes('tz'), hint: 'IANA name; empty: the host\'s' },
   { key: 'target', label: 'Target', control: 'select', show: always },
   { key: 'session', label: 'Session', control: 'select', show: form => form.target === 'session' },
   { key: 'preset', label: 'Preset', control: 'text', show: whenNew, hint: 'Optional: a DSH preset for the fresh sessions' },
@@ -183,7 +190,7 @@ export function emptyForm(currentSession: string | undefined): LoopForm {
   return {
     name: '',
     prompt: '',
-    kind: 'every',
+    kind: SCHEDULE_KINDS[0]?.kind ?? '',
     seconds: '600',
     expr: '',
     tz: '',
@@ -201,15 +208,22 @@ export function emptyForm(currentSession: string | undefined): LoopForm {
 /** The form holding a loop as it is, for an edit. */
 export function formOf(loop: PanelLoop, currentSession: string | undefined): LoopForm {
   const schedule = loop.schedule
+  // What the loop's schedule holds, in the control each field is typed in.
+  const typed = (control: ScheduleControl): string => {
+    const field = controlsOf(schedule.kind).find(known => known.control === control)
+    const value = field === undefined ? undefined : schedule[field.name]
+    return value === undefined ? '' : String(value)
+  }
   const reserved = loop.session_id === 'self' || loop.session_id === 'new'
   return {
     ...emptyForm(currentSession),
     name: loop.name ?? '',
     prompt: loop.prompt,
-    kind: schedule.kind === 'cron' ? 'cron' : schedule.kind === 'after' ? 'after' : 'every',
-    seconds: String(schedule.every_seconds ?? schedule.after_seconds ?? ''),
-    expr: schedule.expr ?? '',
-    tz: schedule.tz ?? '',
+    // A kind this plugin does not know stays the form's first.
+    ...(kindOf(schedule.kind) === undefined ? {} : { kind: schedule.kind }),
+    seconds: typed('seconds'),
+    expr: typed('expr'),
+    tz: typed('tz'),
     target: reserved ? (loop.session_id as Target) : loop.session_id === currentSession ? 'current' : 'session',
     session: reserved ? '' : loop.session_id,
     preset: loop.preset ?? '',
@@ -289,12 +303,16 @@ export class FormError extends Error {
 
 type Input = { [key: string]: unknown }
 
+/** The chosen kind and each field it takes, from the control it is typed in; an empty optional one is left out. */
 function scheduleOf(form: LoopForm): Input {
-  if (form.kind === 'cron') return { kind: 'cron', expr: form.expr.trim(), ...(form.tz.trim() ? { tz: form.tz.trim() } : {}) }
-  const text = form.seconds.trim()
-  // A whole number as JSON: anything else is sent as it was typed, for dshloop to refuse on its field.
-  const seconds: unknown = /^\d{1,16}$/.test(text) ? Number(text) : text
-  return form.kind === 'after' ? { kind: 'after', after_seconds: seconds } : { kind: 'every', every_seconds: seconds }
+  const schedule: Input = { kind: form.kind }
+  for (const field of controlsOf(form.kind)) {
+    const text = field.control === undefined ? '' : form[field.control].trim()
+    if (text === '' && !field.required) continue
+    // A whole number as JSON: anything else is sent as it was typed, for dshloop to refuse on its field.
+    schedule[field.name] = field.type === 'integer' && /^\d{1,16}$/.test(text) ? Number(text) : text
+  }
+  return schedule
 }
 
 function targetOf(form: LoopForm, currentSession: string | undefined): string {
@@ -352,12 +370,13 @@ export function toChanges(form: LoopForm, loop: PanelLoop, currentSession: strin
 /** The form field a dshloop error names (contract §3 `field`, e.g. `schedule.every_seconds`). */
 export function formFieldOf(field: string | undefined, form: LoopForm): keyof LoopForm | undefined {
   if (field === undefined || field === '') return undefined
-  const head = field.split('.')[0] ?? ''
-  if (head === 'schedule' || head === 'every_seconds' || head === 'after_seconds') {
-    if (field.endsWith('expr')) return 'expr'
-    if (field.endsWith('tz')) return 'tz'
-    if (field.endsWith('kind')) return 'kind'
-    return form.kind === 'cron' ? 'expr' : 'seconds'
+  const path = field.split('.')
+  const head = path[0] ?? ''
+  if (head === 'schedule' || SCHEDULE_KINDS.some(kind => kind.fields.some(taken => taken.name === head))) {
+    const last = path[path.length - 1] ?? ''
+    if (last === 'kind') return 'kind'
+    // The field's own control; for the schedule as a whole, the chosen kind's first.
+    return controlOf(last) ?? controlsOf(form.kind).find(taken => taken.control !== undefined)?.control ?? 'kind'
   }
   if (head === 'session_id') return form.target === 'session' ? 'session' : 'target'
   const known: readonly string[] = FORM_FIELDS.map(spec => spec.key)
