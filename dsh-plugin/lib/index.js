@@ -731,6 +731,7 @@ var DeliverError = class extends Error {
   }
 };
 var SUMMARY_MAX = 120;
+var CONFIRM_MAX_MS = 3e4;
 function parseDeliverRequest(payload) {
   const body = payload ?? {};
   const text2 = (name2) => {
@@ -744,13 +745,16 @@ function parseDeliverRequest(payload) {
     throw new DeliverError("bad-request", "loop must be {loop_id, run_id}");
   }
   const summary = typeof body.summary === "string" ? body.summary : "";
+  const number = (value, max) => typeof value === "number" && Number.isFinite(value) && value > 0 ? Math.min(value, max) : 0;
   return {
     sessionId,
     text: message,
     key,
     summary: summary.length <= SUMMARY_MAX ? summary : `${summary.slice(0, SUMMARY_MAX - 1)}\u2026`,
     loop: { loop_id: loop.loop_id, run_id: loop.run_id },
-    notice: body.notice === true
+    notice: body.notice === true,
+    since: number(body.since, Number.MAX_SAFE_INTEGER),
+    confirmMs: number(body.confirmMs, CONFIRM_MAX_MS)
   };
 }
 function ringKeyOf(payload) {
@@ -777,9 +781,28 @@ function deliveryKeyOf(message) {
   const source = message?.source;
   return source?.deliveryKey;
 }
-function holds(agent, key) {
-  const logged = agent.session.events.some((event) => event.type === "user/message" && deliveryKeyOf(event.data) === key);
-  return logged || [...agent.inbox.nextTurn, ...agent.inbox.nextStep].some((message) => deliveryKeyOf(message) === key);
+function messageIdOf(event) {
+  const id = event.data?.id;
+  return typeof id === "string" && id !== "" ? id : String(event.seq ?? "");
+}
+function whereIs(agent, key, since = 0) {
+  const events = agent.session.events;
+  let start = events.length;
+  while (start > 0 && !((events[start - 1].time ?? since) < since)) start -= 1;
+  let queuedOn;
+  for (let index = start; index < events.length; index += 1) {
+    const event = events[index];
+    if (event.type === "user/message") {
+      if (deliveryKeyOf(event.data) === key) return { where: "delivered", messageId: messageIdOf(event) };
+    } else if (event.type === "agent/inbox/spliced") {
+      const splice = event.data ?? {};
+      const inserted = Array.isArray(splice.inserted) ? splice.inserted : [];
+      if (inserted.some((message) => deliveryKeyOf(message) === key)) queuedOn = splice.target;
+      else if (queuedOn !== void 0 && splice.target === queuedOn && splice.outcome === "canceled") queuedOn = void 0;
+    }
+  }
+  const inbox = [...agent.inbox.nextTurn, ...agent.inbox.nextStep];
+  return queuedOn !== void 0 || inbox.some((message) => deliveryKeyOf(message) === key) ? { where: "pending" } : { where: "absent" };
 }
 function frozen(value) {
   if (value !== null && typeof value === "object") {
@@ -796,7 +819,9 @@ function deliver(agent, request2) {
     );
   }
   const delivery = agent.status === "running" ? "next_step" : "next_turn";
-  if (holds(agent, request2.key)) return { status: "already", delivery };
+  const found = whereIs(agent, request2.key, request2.since);
+  if (found.where === "delivered") return { status: "already", delivery, messageId: found.messageId };
+  if (found.where === "pending") return { status: "already", delivery };
   const message = frozen({
     id: crypto.randomUUID(),
     role: "user",
@@ -814,6 +839,253 @@ function deliver(agent, request2) {
   agent.send(message, delivery === "next_step" ? "next-step" : "next-turn", true);
   return { status: "sent", delivery };
 }
+
+// src/panel.ts
+var VIA = "DSH Web";
+var LIST_LIMIT = 100;
+var HISTORY_LIMIT = 20;
+var DELIVERED_LIMIT = 10;
+var SESSIONS_LIMIT = 200;
+var ACTIONS = { pause: "pause", resume: "resume", approve: "resume", run: "run", retry: "retry" };
+var FILTERS = ["state", "target", "session", "q"];
+var LOOP_MAKING_OPS = ["create", "edit"];
+async function panelCall(endpoint, payload, signal, freshRunAt = () => void 0) {
+  if (!isObject4(payload) || typeof payload.op !== "string") throw new DshloopError("bad-request", "payload must be {op, \u2026}");
+  const options = signal === void 0 ? { via: VIA } : { via: VIA, signal };
+  const op = payload.op;
+  const working = LOOP_MAKING_OPS.includes(op) ? freshRunAt() : void 0;
+  if (working !== void 0) {
+    throw new DshloopError(
+      "forbidden",
+      `A fresh run (session ${working}) is working now, and DSH Web's channel cannot tell its commands from you: no loop is made or edited here until it ends. Try again then, or use dshloop's own panel.`
+    );
+  }
+  if (op === "list") return callApi(endpoint, "GET", `/api/loops?${listQuery(payload)}`, options);
+  if (op === "sessions") {
+    return callApi(endpoint, "POST", "/api/tools/list_sessions", { ...options, body: { limit: SESSIONS_LIMIT } });
+  }
+  if (op === "delivered") {
+    const sessionId = payload.sessionId;
+    if (typeof sessionId !== "string" || sessionId === "") throw new DshloopError("bad-request", "sessionId must be a session ID");
+    const query = new URLSearchParams({ session: sessionId, limit: String(DELIVERED_LIMIT) });
+    return callApi(endpoint, "GET", `/api/runs?${query}`, options);
+  }
+  if (op === "create") return callApi(endpoint, "POST", "/api/loops", { ...options, body: objectOf(payload.input, "input") });
+  const path = `/api/loops/${encodeURIComponent(loopIdOf(payload))}`;
+  if (op === "loop") {
+    const [runs, events] = await Promise.all([
+      callApi(endpoint, "GET", `${path}/runs?limit=${HISTORY_LIMIT}`, options),
+      callApi(endpoint, "GET", `${path}/events?limit=${HISTORY_LIMIT}`, options)
+    ]);
+    return { ...runs, ...events };
+  }
+  if (op === "edit") return callApi(endpoint, "PATCH", path, { ...options, body: objectOf(payload.changes, "changes") });
+  if (op === "delete") return callApi(endpoint, "DELETE", path, options);
+  if (Object.hasOwn(ACTIONS, op)) return callApi(endpoint, "POST", `${path}/${ACTIONS[op]}`, options);
+  throw new DshloopError("bad-request", `unknown panel op ${op}`);
+}
+function listQuery(payload) {
+  const query = new URLSearchParams();
+  for (const name2 of FILTERS) {
+    const value = payload[name2];
+    if (typeof value === "string" && value !== "") query.set(name2, value);
+  }
+  query.set("limit", String(LIST_LIMIT));
+  return query.toString();
+}
+function loopIdOf(payload) {
+  const loopId = payload.loopId;
+  if (typeof loopId !== "string" || loopId === "" || loopId.length > 200) {
+    throw new DshloopError("bad-request", "loopId must be a loop ID");
+  }
+  return loopId;
+}
+function objectOf(value, name2) {
+  if (!isObject4(value)) throw new DshloopError("bad-request", `${name2} must be an object`);
+  return value;
+}
+function isObject4(value) {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+// src/sessions.ts
+var SESSIONS_MAX = 200;
+function idsOf(payload) {
+  const ids = payload?.ids;
+  if (!Array.isArray(ids) || ids.length > SESSIONS_MAX || !ids.every((id) => typeof id === "string" && id !== "")) {
+    throw new Error(`ids must be a list of at most ${SESSIONS_MAX} session IDs`);
+  }
+  return [...new Set(ids)];
+}
+function presetOf(agent) {
+  const events = agent.session.events;
+  for (let index = events.length - 1; index >= 0; index -= 1) {
+    const event = events[index];
+    if (event.type === "agent-preset/selected") {
+      const chosen = event.data?.agentPreset;
+      if (chosen !== void 0) return chosen;
+    }
+  }
+  return agent.session.header?.agentPreset;
+}
+function sessionsOf(agents, projections, payload) {
+  return idsOf(payload).map((sessionId) => {
+    const agent = agents.get(sessionId);
+    if (agent === void 0) return { sessionId, attached: false };
+    const header = agent.session.header ?? {};
+    let snapshot;
+    try {
+      snapshot = projections?.snapshot(agent.session);
+    } catch {
+      snapshot = void 0;
+    }
+    return {
+      sessionId,
+      attached: true,
+      running: agent.status === "running",
+      cwd: typeof header.cwd === "string" ? header.cwd : void 0,
+      agentPreset: presetOf(agent),
+      createdAt: typeof header.createdAt === "number" ? header.createdAt : void 0,
+      projections: snapshot
+    };
+  });
+}
+
+// src/status.ts
+function panelUrl(dshloopUrl, sessionId) {
+  return `${dshloopUrl.replace(/\/+$/, "")}/panel/?session=${encodeURIComponent(sessionId)}`;
+}
+
+// src/channel.ts
+async function handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries) {
+  if (rpcEndpoint === "hello") {
+    const can = deliveries !== void 0;
+    return { ok: true, value: { plugin: PLUGIN_NAME, deliver: can, confirm: can && deliveries.confirmations !== void 0, sessions: can } };
+  }
+  if (rpcEndpoint === "deliver" && deliveries !== void 0) return deliverRpc(endpoint, payload, signal, deliveries);
+  if (rpcEndpoint === "sessions" && deliveries !== void 0) {
+    try {
+      return { ok: true, value: { sessions: sessionsOf(deliveries.agents, deliveries.projections?.(), payload) } };
+    } catch (error) {
+      return rpcError("bad-request", error instanceof Error ? error.message : String(error));
+    }
+  }
+  if (rpcEndpoint === "cards") {
+    try {
+      return { ok: true, value: { loops: await loopCards(endpoint, payload, signal) } };
+    } catch (error) {
+      const code = error instanceof DshloopError ? error.code : "internal";
+      return rpcError(code, error instanceof Error ? error.message : String(error));
+    }
+  }
+  if (rpcEndpoint === "panel") {
+    try {
+      return { ok: true, value: await panelCall(endpoint, payload, signal, deliveries?.freshRunAt) };
+    } catch (error) {
+      if (error instanceof DshloopError) {
+        return { ok: true, value: { refused: { code: error.code, message: error.detail, ...error.field === void 0 ? {} : { field: error.field } } } };
+      }
+      return rpcError("internal", error instanceof Error ? error.message : String(error));
+    }
+  }
+  if (rpcEndpoint !== "status") return rpcError("not-found", `unknown endpoint ${rpcEndpoint}`);
+  const sessionId = payload?.sessionId;
+  if (typeof sessionId !== "string" || sessionId === "") return rpcError("bad-request", "sessionId must be a non-empty string");
+  try {
+    const answer = await callTool(endpoint, "loop_list", {}, sessionId, signal);
+    const loops = answer.loops;
+    return { ok: true, value: { loops: Array.isArray(loops) ? loops : [], panelUrl: panelUrl(endpoint.url, sessionId) } };
+  } catch (error) {
+    const code = error instanceof DshloopError ? error.code : "internal";
+    if (code === "unknown_session") return { ok: true, value: { loops: [], panelUrl: panelUrl(endpoint.url, sessionId) } };
+    return rpcError(code, error instanceof Error ? error.message : String(error));
+  }
+}
+async function deliverRpc(endpoint, payload, signal, deliveries) {
+  let logged;
+  try {
+    const body = await fetchDelivery(endpoint, ringKeyOf(payload), signal);
+    const request2 = parseDeliverRequest(body);
+    const agent = deliveries.agents.get(request2.sessionId);
+    if (agent !== void 0 && body.unattended === true) await deliveries.restrict(agent, extraToolsOf(body.extraTools));
+    logged = request2.confirmMs > 0 ? deliveries.confirmations?.expect(request2.sessionId, request2.key) : void 0;
+    const answer = deliver(agent, request2);
+    if (answer.messageId !== void 0 || logged === void 0 || agent === void 0) return { ok: true, value: answer };
+    const messageId = await logged.within(request2.confirmMs, signal) ?? loggedId(agent, request2);
+    return { ok: true, value: messageId === void 0 ? answer : { ...answer, messageId } };
+  } catch (error) {
+    if (error instanceof DeliverError) return rpcError(error.code, error.message);
+    return rpcError("internal", error instanceof Error ? error.message : String(error));
+  } finally {
+    logged?.cancel();
+  }
+}
+function loggedId(agent, request2) {
+  const found = whereIs(agent, request2.key, request2.since);
+  return found.where === "delivered" ? found.messageId : void 0;
+}
+function rpcError(code, message) {
+  return { ok: false, error: { code, message, details: {} } };
+}
+
+// src/confirm.ts
+var Confirmations = class {
+  waiting = /* @__PURE__ */ new Map();
+  /** One session event, as DSH's `session/event` hands it over: a waited-for message resolves its waiters. */
+  observe(sessionId, event) {
+    if (event.type !== "user/message" || this.waiting.size === 0) return;
+    const key = deliveryKeyOf(event.data);
+    if (typeof key !== "string") return;
+    for (const waiter of this.waiting.get(key) ?? []) {
+      if (waiter.sessionId === sessionId) waiter.resolve(messageIdOf(event));
+    }
+  }
+  /** Wait for the `user/message` carrying `key` in `sessionId`'s log, from now on. */
+  expect(sessionId, key) {
+    let logged;
+    let wake;
+    const waiter = {
+      sessionId,
+      resolve: (messageId) => {
+        logged ??= messageId;
+        wake?.();
+      }
+    };
+    const waiters = this.waiting.get(key) ?? /* @__PURE__ */ new Set();
+    waiters.add(waiter);
+    this.waiting.set(key, waiters);
+    const cancel = () => {
+      waiters.delete(waiter);
+      if (waiters.size === 0 && this.waiting.get(key) === waiters) this.waiting.delete(key);
+    };
+    return {
+      cancel,
+      async within(ms, signal) {
+        try {
+          if (logged === void 0 && ms > 0 && !signal?.aborted) {
+            await new Promise((resolve) => {
+              const done = () => {
+                clearTimeout(timer);
+                signal?.removeEventListener("abort", done);
+                resolve();
+              };
+              const timer = setTimeout(done, ms);
+              signal?.addEventListener("abort", done);
+              wake = done;
+            });
+          }
+          return logged;
+        } finally {
+          cancel();
+        }
+      }
+    };
+  }
+  /** How many deliveries wait (for the tests). */
+  get size() {
+    return this.waiting.size;
+  }
+};
 
 // src/own-dshloop.ts
 import { spawn } from "node:child_process";
@@ -1071,79 +1343,6 @@ var OwnDshloop = class {
   }
 };
 
-// src/panel.ts
-var VIA = "DSH Web";
-var LIST_LIMIT = 100;
-var HISTORY_LIMIT = 20;
-var DELIVERED_LIMIT = 10;
-var SESSIONS_LIMIT = 200;
-var ACTIONS = { pause: "pause", resume: "resume", approve: "resume", run: "run", retry: "retry" };
-var FILTERS = ["state", "target", "session", "q"];
-var LOOP_MAKING_OPS = ["create", "edit"];
-async function panelCall(endpoint, payload, signal, freshRunAt = () => void 0) {
-  if (!isObject4(payload) || typeof payload.op !== "string") throw new DshloopError("bad-request", "payload must be {op, \u2026}");
-  const options = signal === void 0 ? { via: VIA } : { via: VIA, signal };
-  const op = payload.op;
-  const working = LOOP_MAKING_OPS.includes(op) ? freshRunAt() : void 0;
-  if (working !== void 0) {
-    throw new DshloopError(
-      "forbidden",
-      `A fresh run (session ${working}) is working now, and DSH Web's channel cannot tell its commands from you: no loop is made or edited here until it ends. Try again then, or use dshloop's own panel.`
-    );
-  }
-  if (op === "list") return callApi(endpoint, "GET", `/api/loops?${listQuery(payload)}`, options);
-  if (op === "sessions") {
-    return callApi(endpoint, "POST", "/api/tools/list_sessions", { ...options, body: { limit: SESSIONS_LIMIT } });
-  }
-  if (op === "delivered") {
-    const sessionId = payload.sessionId;
-    if (typeof sessionId !== "string" || sessionId === "") throw new DshloopError("bad-request", "sessionId must be a session ID");
-    const query = new URLSearchParams({ session: sessionId, limit: String(DELIVERED_LIMIT) });
-    return callApi(endpoint, "GET", `/api/runs?${query}`, options);
-  }
-  if (op === "create") return callApi(endpoint, "POST", "/api/loops", { ...options, body: objectOf(payload.input, "input") });
-  const path = `/api/loops/${encodeURIComponent(loopIdOf(payload))}`;
-  if (op === "loop") {
-    const [runs, events] = await Promise.all([
-      callApi(endpoint, "GET", `${path}/runs?limit=${HISTORY_LIMIT}`, options),
-      callApi(endpoint, "GET", `${path}/events?limit=${HISTORY_LIMIT}`, options)
-    ]);
-    return { ...runs, ...events };
-  }
-  if (op === "edit") return callApi(endpoint, "PATCH", path, { ...options, body: objectOf(payload.changes, "changes") });
-  if (op === "delete") return callApi(endpoint, "DELETE", path, options);
-  if (Object.hasOwn(ACTIONS, op)) return callApi(endpoint, "POST", `${path}/${ACTIONS[op]}`, options);
-  throw new DshloopError("bad-request", `unknown panel op ${op}`);
-}
-function listQuery(payload) {
-  const query = new URLSearchParams();
-  for (const name2 of FILTERS) {
-    const value = payload[name2];
-    if (typeof value === "string" && value !== "") query.set(name2, value);
-  }
-  query.set("limit", String(LIST_LIMIT));
-  return query.toString();
-}
-function loopIdOf(payload) {
-  const loopId = payload.loopId;
-  if (typeof loopId !== "string" || loopId === "" || loopId.length > 200) {
-    throw new DshloopError("bad-request", "loopId must be a loop ID");
-  }
-  return loopId;
-}
-function objectOf(value, name2) {
-  if (!isObject4(value)) throw new DshloopError("bad-request", `${name2} must be an object`);
-  return value;
-}
-function isObject4(value) {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-// src/status.ts
-function panelUrl(dshloopUrl, sessionId) {
-  return `${dshloopUrl.replace(/\/+$/, "")}/panel/?session=${encodeURIComponent(sessionId)}`;
-}
-
 // src/token.ts
 import { closeSync as closeSync2, readFileSync } from "node:fs";
 var TOKEN_FD_VARIABLE = "DSHLOOP_TOKEN_FD";
@@ -1358,13 +1557,18 @@ function apply(ctx, config = {}) {
       await remount(agent);
     };
     const freshRunAt = () => [...unattended].find(([id, allowed]) => !allowed.has("loop_create") && ctx.agents.get(id)?.status === "running")?.[0];
-    const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) => handleRpc(endpoint, rpcEndpoint, payload, signal, { agents: ctx.agents, restrict, freshRunAt }), { authority: "loopback" });
+    const confirmations = new Confirmations();
+    const stopLogged = ctx.on("session/event", (session, event) => confirmations.observe(session.id, event));
+    const projections = () => ctx.get?.("sessionProjections");
+    const deliveries = { agents: ctx.agents, restrict, freshRunAt, confirmations, projections };
+    const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) => handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries), { authority: "loopback" });
     void refresh();
     return async () => {
       alive = false;
       stopCreated();
       stopDisposed();
       stopAsk();
+      stopLogged();
       for (const dispose of mounted.values()) await dispose();
       mounted.clear();
       for (const dispose of guarded.values()) await dispose();
@@ -1372,55 +1576,6 @@ function apply(ctx, config = {}) {
       await stopRpc();
     };
   }, "dshloop: host");
-}
-async function handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries) {
-  if (rpcEndpoint === "hello") return { ok: true, value: { plugin: PLUGIN_NAME, deliver: deliveries !== void 0 } };
-  if (rpcEndpoint === "deliver" && deliveries !== void 0) return deliverRpc(endpoint, payload, signal, deliveries);
-  if (rpcEndpoint === "cards") {
-    try {
-      return { ok: true, value: { loops: await loopCards(endpoint, payload, signal) } };
-    } catch (error) {
-      const code = error instanceof DshloopError ? error.code : "internal";
-      return rpcError(code, error instanceof Error ? error.message : String(error));
-    }
-  }
-  if (rpcEndpoint === "panel") {
-    try {
-      return { ok: true, value: await panelCall(endpoint, payload, signal, deliveries?.freshRunAt) };
-    } catch (error) {
-      if (error instanceof DshloopError) {
-        return { ok: true, value: { refused: { code: error.code, message: error.detail, ...error.field === void 0 ? {} : { field: error.field } } } };
-      }
-      return rpcError("internal", error instanceof Error ? error.message : String(error));
-    }
-  }
-  if (rpcEndpoint !== "status") return rpcError("not-found", `unknown endpoint ${rpcEndpoint}`);
-  const sessionId = payload?.sessionId;
-  if (typeof sessionId !== "string" || sessionId === "") return rpcError("bad-request", "sessionId must be a non-empty string");
-  try {
-    const answer = await callTool(endpoint, "loop_list", {}, sessionId, signal);
-    const loops = answer.loops;
-    return { ok: true, value: { loops: Array.isArray(loops) ? loops : [], panelUrl: panelUrl(endpoint.url, sessionId) } };
-  } catch (error) {
-    const code = error instanceof DshloopError ? error.code : "internal";
-    if (code === "unknown_session") return { ok: true, value: { loops: [], panelUrl: panelUrl(endpoint.url, sessionId) } };
-    return rpcError(code, error instanceof Error ? error.message : String(error));
-  }
-}
-async function deliverRpc(endpoint, payload, signal, deliveries) {
-  try {
-    const body = await fetchDelivery(endpoint, ringKeyOf(payload), signal);
-    const request2 = parseDeliverRequest(body);
-    const agent = deliveries.agents.get(request2.sessionId);
-    if (agent !== void 0 && body.unattended === true) await deliveries.restrict(agent, extraToolsOf(body.extraTools));
-    return { ok: true, value: deliver(agent, request2) };
-  } catch (error) {
-    if (error instanceof DeliverError) return rpcError(error.code, error.message);
-    return rpcError("internal", error instanceof Error ? error.message : String(error));
-  }
-}
-function rpcError(code, message) {
-  return { ok: false, error: { code, message, details: {} } };
 }
 export {
   RPC_CHANNEL,

@@ -12,13 +12,15 @@
  * bash included (`curl $DSH_WEB_URL/dshloop/deliver`). A loop card must mean "dshloop delivered this",
  * so nothing said on the channel is delivered: only what dshloop itself offers, read with the token
  * that only this process's memory holds. A made-up key finds nothing; a real one, rung by someone
- * else while dshloop delivers it, delivers dshloop's own message, once (`holds` below).
+ * else while dshloop delivers it, delivers dshloop's own message, once (`whereIs` below).
  *
- * Exactly once, with dshloop's adapter: the adapter looks for the key in the session's log before it
- * calls, and this handler looks again, in the live agent's log and its pending inbox, right before it
- * sends (the two can race only with another delivery of the same occurrence, which dshloop's lease
- * rules out). A message DSH still holds in the inbox when it stops is cancelled there (its log says
- * `canceled`), so the adapter counts a delivery only once the log holds the `user/message`.
+ * Exactly once, with dshloop's adapter: this handler looks for the key in the live agent's log and
+ * its pending inbox right before it sends (`whereIs`: the rules the adapter reads DSH's history by
+ * without the plugin), and sends only when the occurrence is in neither (the two can race only with
+ * another delivery of the same occurrence, which dshloop's lease rules out). A message DSH still holds
+ * in the inbox when it stops is cancelled there (its log says `canceled`), so a delivery counts only
+ * once the log holds the `user/message`: the handler waits for that (confirm.ts) and answers its ID,
+ * which is what dshloop records; not logged in time, it answers without one and dshloop tries again.
  */
 
 import { DshloopError, type Endpoint, getJson } from './dshloop.ts'
@@ -34,15 +36,33 @@ export interface DeliverRequest {
   readonly loop: { readonly loop_id: string; readonly run_id: string }
   /** A notice about a loop (a failure notice) rather than one of its occurrences. */
   readonly notice: boolean
+  /** DSH epoch ms no message of this occurrence can predate (its scheduled time, less a margin): 0, the whole log. */
+  readonly since: number
+  /** How long to wait for the message to be logged before answering (ms; 0: do not wait). */
+  readonly confirmMs: number
 }
 
-export type DeliverAnswer =
-  | { readonly status: 'sent' | 'already'; readonly delivery: 'next_turn' | 'next_step' }
+export interface DeliverAnswer {
+  readonly status: 'sent' | 'already'
+  readonly delivery: 'next_turn' | 'next_step'
+  /** The `user/message`'s ID once DSH has logged it: only then is the occurrence delivered. */
+  readonly messageId?: string
+}
+
+export interface LoggedEvent {
+  readonly type: string
+  readonly seq?: number
+  readonly time?: number
+  readonly data?: unknown
+}
 
 export interface LiveAgent {
   readonly id: string
   readonly status: string
-  readonly session: { readonly events: readonly { readonly type: string; readonly data?: unknown }[] }
+  readonly session: {
+    readonly header?: { readonly cwd?: unknown; readonly agentPreset?: unknown; readonly createdAt?: unknown }
+    readonly events: readonly LoggedEvent[]
+  }
   readonly inbox: { readonly nextTurn: readonly unknown[]; readonly nextStep: readonly unknown[] }
   send(message: unknown, target: 'next-turn' | 'next-step', wakeup: boolean): void
 }
@@ -57,6 +77,8 @@ export class DeliverError extends Error {
 
 // DSH's CONTEXT_SUMMARY_MAX_CHARS: a longer summary is cut by DSH itself, mid-word.
 export const SUMMARY_MAX = 120
+// The longest a delivery waits for its message to be logged: below dshloop's call timeout.
+export const CONFIRM_MAX_MS = 30_000
 
 export function parseDeliverRequest(payload: unknown): DeliverRequest {
   const body = (payload ?? {}) as Record<string, unknown>
@@ -71,6 +93,8 @@ export function parseDeliverRequest(payload: unknown): DeliverRequest {
     throw new DeliverError('bad-request', 'loop must be {loop_id, run_id}')
   }
   const summary = typeof body.summary === 'string' ? body.summary : ''
+  const number = (value: unknown, max: number): number =>
+    typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.min(value, max) : 0
   return {
     sessionId,
     text: message,
@@ -78,6 +102,8 @@ export function parseDeliverRequest(payload: unknown): DeliverRequest {
     summary: summary.length <= SUMMARY_MAX ? summary : `${summary.slice(0, SUMMARY_MAX - 1)}…`,
     loop: { loop_id: loop.loop_id, run_id: loop.run_id },
     notice: body.notice === true,
+    since: number(body.since, Number.MAX_SAFE_INTEGER),
+    confirmMs: number(body.confirmMs, CONFIRM_MAX_MS),
   }
 }
 
@@ -110,16 +136,43 @@ export async function fetchDelivery(endpoint: Endpoint, key: string, signal?: Ab
   return offered
 }
 
-function deliveryKeyOf(message: unknown): unknown {
+export function deliveryKeyOf(message: unknown): unknown {
   const source = (message as { source?: { deliveryKey?: unknown } } | null)?.source
   return source?.deliveryKey
 }
 
-/** Whether the agent's log or its pending inbox already holds this occurrence's message. */
-export function holds(agent: LiveAgent, key: string): boolean {
-  const logged = agent.session.events.some(event =>
-    event.type === 'user/message' && deliveryKeyOf(event.data) === key)
-  return logged || [...agent.inbox.nextTurn, ...agent.inbox.nextStep].some(message => deliveryKeyOf(message) === key)
+/** A logged `user/message`'s ID (DSH's, a UUID), else its seq. */
+export function messageIdOf(event: LoggedEvent): string {
+  const id = (event.data as { id?: unknown } | undefined)?.id
+  return typeof id === 'string' && id !== '' ? id : String(event.seq ?? '')
+}
+
+export type Where = { readonly where: 'delivered'; readonly messageId: string } | { readonly where: 'pending' | 'absent' }
+
+/**
+ * Where the occurrence's message is in the agent's session: `delivered` once a `user/message` carries
+ * its key; `pending` while DSH holds it (queued in the inbox by a splice it has not cancelled since:
+ * waiting for a turn or a step, or claimed by a step that has not logged it yet); else `absent`:
+ * never sent, or cancelled (a prompt still queued when DSH stops). The log is read from `since` on.
+ */
+export function whereIs(agent: LiveAgent, key: string, since = 0): Where {
+  const events = agent.session.events
+  let start = events.length
+  while (start > 0 && !((events[start - 1]!.time ?? since) < since)) start -= 1
+  let queuedOn: unknown
+  for (let index = start; index < events.length; index += 1) {
+    const event = events[index]!
+    if (event.type === 'user/message') {
+      if (deliveryKeyOf(event.data) === key) return { where: 'delivered', messageId: messageIdOf(event) }
+    } else if (event.type === 'agent/inbox/spliced') {
+      const splice = (event.data ?? {}) as { target?: unknown; inserted?: unknown; outcome?: unknown }
+      const inserted = Array.isArray(splice.inserted) ? splice.inserted : []
+      if (inserted.some(message => deliveryKeyOf(message) === key)) queuedOn = splice.target
+      else if (queuedOn !== undefined && splice.target === queuedOn && splice.outcome === 'canceled') queuedOn = undefined
+    }
+  }
+  const inbox = [...agent.inbox.nextTurn, ...agent.inbox.nextStep]
+  return queuedOn !== undefined || inbox.some(message => deliveryKeyOf(message) === key) ? { where: 'pending' } : { where: 'absent' }
 }
 
 function frozen<T>(value: T): T {
@@ -131,9 +184,10 @@ function frozen<T>(value: T): T {
 }
 
 /**
- * Send the message to the loaded agent of the session, or say it is there already. A running agent
- * takes it at its next step (spec §6), an idle one opens a turn for it. The message's ID is DSH's
- * kind (a fresh UUID): DSH accepts a chosen ID twice and DSH Web then drops the second turn.
+ * Send the message to the loaded agent of the session, or say it is there already (with its ID once
+ * logged). A running agent takes it at its next step (spec §6), an idle one opens a turn for it. The
+ * message's ID is DSH's kind (a fresh UUID): DSH accepts a chosen ID twice and DSH Web then drops the
+ * second turn.
  */
 export function deliver(agent: LiveAgent | undefined, request: DeliverRequest): DeliverAnswer {
   if (agent === undefined) {
@@ -143,7 +197,9 @@ export function deliver(agent: LiveAgent | undefined, request: DeliverRequest): 
     )
   }
   const delivery = agent.status === 'running' ? 'next_step' : 'next_turn'
-  if (holds(agent, request.key)) return { status: 'already', delivery }
+  const found = whereIs(agent, request.key, request.since)
+  if (found.where === 'delivered') return { status: 'already', delivery, messageId: found.messageId }
+  if (found.where === 'pending') return { status: 'already', delivery }
   const message = frozen({
     id: crypto.randomUUID(),
     role: 'user',

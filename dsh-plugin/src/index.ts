@@ -10,24 +10,15 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { allowedTools, extraToolsOf, refusal } from './boundary.ts'
+import { allowedTools, refusal } from './boundary.ts'
 import { cappedCall } from './cap.ts'
 import builtIn from './catalogue.json' with { type: 'json' }
-import {
-  baseUrl,
-  callTool,
-  DshloopError,
-  type Endpoint,
-  fetchCatalogue,
-  type Json,
-  parseCatalogue,
-  type ToolDefinition,
-} from './dshloop.ts'
-import { loopCards } from './cards.ts'
-import { deliver, DeliverError, fetchDelivery, type LiveAgent, parseDeliverRequest, PLUGIN_NAME, ringKeyOf } from './deliver.ts'
+import { handleRpc, type RpcResult } from './channel.ts'
+import { Confirmations } from './confirm.ts'
+import type { LiveAgent, LoggedEvent } from './deliver.ts'
+import { baseUrl, callTool, DshloopError, fetchCatalogue, type Json, parseCatalogue, type ToolDefinition } from './dshloop.ts'
 import { makeToken, OwnDshloop } from './own-dshloop.ts'
-import { panelCall } from './panel.ts'
-import { panelUrl } from './status.ts'
+import type { Projections } from './sessions.ts'
 import { type TakenToken, takeToken, TOKEN_FD_VARIABLE } from './token.ts'
 
 export const name = 'dshloop'
@@ -74,12 +65,6 @@ interface Agent extends LiveAgent {
   }
 }
 
-interface RpcResult {
-  readonly ok: boolean
-  readonly value?: unknown
-  readonly error?: { readonly code: string; readonly message: string; readonly details: Record<string, unknown> }
-}
-
 interface HostContext {
   readonly agents: { roots(): readonly Agent[]; get(id: string): Agent | undefined }
   readonly connection: {
@@ -98,9 +83,14 @@ interface HostContext {
   readonly baseUrl?: string
   on(event: 'agent/created' | 'agent/disposed', listener: (payload: { agent: Agent }) => void): () => void
   on(event: 'tools/pre-execute', listener: (exec: ToolExecution, next: () => Promise<{ kind: string }>) => unknown): () => void
+  /** Every event appended to any session's log, synchronously (dsh-session `Session.append`). */
+  on(event: 'session/event', listener: (session: { readonly id: string }, event: LoggedEvent) => void): () => void
+  /** A service without injecting it (cordis): `sessionProjections`, the values `session.history` carries. */
+  get?(name: 'sessionProjections'): Projections | undefined
   effect(body: () => Disposer | Promise<Disposer>, label: string): unknown
 }
 
+export { handleRpc } from './channel.ts'
 export const RPC_CHANNEL = '/dshloop'
 const DEFAULT_URL = 'http://127.0.0.1:8000'
 const DEFAULT_TIMEOUT_SECONDS = 10
@@ -305,8 +295,13 @@ export function apply(ctx: HostContext, config: Config = {}): void {
     // DSH Web does (panel.ts). The operator's DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS gives it loop_create.
     const freshRunAt = (): string | undefined => [...unattended].find(([id, allowed]) =>
       !allowed.has('loop_create') && ctx.agents.get(id)?.status === 'running')?.[0]
+    // A delivery answers once DSH has logged its message (confirm.ts): told by every session event.
+    const confirmations = new Confirmations()
+    const stopLogged = ctx.on('session/event', (session, event) => confirmations.observe(session.id, event))
+    const projections = (): Projections | undefined => ctx.get?.('sessionProjections')
+    const deliveries = { agents: ctx.agents, restrict, freshRunAt, confirmations, projections }
     const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) =>
-      handleRpc(endpoint, rpcEndpoint, payload, signal, { agents: ctx.agents, restrict, freshRunAt }), { authority: 'loopback' })
+      handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries), { authority: 'loopback' })
     void refresh()
 
     return async () => {
@@ -314,6 +309,7 @@ export function apply(ctx: HostContext, config: Config = {}): void {
       stopCreated()
       stopDisposed()
       stopAsk()
+      stopLogged()
       for (const dispose of mounted.values()) await dispose()
       mounted.clear()
       for (const dispose of guarded.values()) await dispose()
@@ -321,90 +317,4 @@ export function apply(ctx: HostContext, config: Config = {}): void {
       await stopRpc()
     }
   }, 'dshloop: host')
-}
-
-/** What the channel's delivery endpoint needs of the host half. */
-export interface Deliveries {
-  readonly agents: { get(id: string): Agent | undefined }
-  /** Bound a fresh run's tools: the built-in set plus `extra` (src/boundary.ts). */
-  restrict(agent: Agent, extra: readonly string[]): Promise<void>
-  /** A session made for a `new` run whose turn is running now, if any (panel.ts). */
-  freshRunAt?(): string | undefined
-}
-
-/**
- * The loopback channel `POST /dshloop/<endpoint>`:
- * - `status {sessionId}` from DSH Web: that session's loops, as `loop_list {}` answers them for that
- *   session as the caller — never another session's (spec §8.1);
- * - `hello {}` from dshloop: that this plugin is here and can deliver;
- * - `deliver {key}` from dshloop: one occurrence's message into a loaded session (deliver.ts), read
- *   from dshloop under that key (the channel's payload is never delivered), with `unattended: true`
- *   for a session dshloop made for a `new` run, and in `extraTools` the tools an operator added to
- *   its set (src/boundary.ts);
- * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
- * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts): dshloop's
- *   answer as the value, or `{refused: {code, message, field?}}` with dshloop's code, its sentence and
- *   the field it names.
- */
-export async function handleRpc(
-  endpoint: Endpoint,
-  rpcEndpoint: string,
-  payload: unknown,
-  signal: AbortSignal,
-  deliveries?: Deliveries,
-): Promise<RpcResult> {
-  if (rpcEndpoint === 'hello') return { ok: true, value: { plugin: PLUGIN_NAME, deliver: deliveries !== undefined } }
-  if (rpcEndpoint === 'deliver' && deliveries !== undefined) return deliverRpc(endpoint, payload, signal, deliveries)
-  if (rpcEndpoint === 'cards') {
-    try {
-      return { ok: true, value: { loops: await loopCards(endpoint, payload, signal) } }
-    } catch (error) {
-      const code = error instanceof DshloopError ? error.code : 'internal'
-      return rpcError(code, error instanceof Error ? error.message : String(error))
-    }
-  }
-  if (rpcEndpoint === 'panel') {
-    try {
-      return { ok: true, value: await panelCall(endpoint, payload, signal, deliveries?.freshRunAt) }
-    } catch (error) {
-      // A refusal is an answer, not a failed call: DSH's channel takes only its own error codes, so
-      // dshloop's code, sentence and field travel in the value, for the form to show on the field.
-      if (error instanceof DshloopError) {
-        return { ok: true, value: { refused: { code: error.code, message: error.detail, ...(error.field === undefined ? {} : { field: error.field }) } } }
-      }
-      return rpcError('internal', error instanceof Error ? error.message : String(error))
-    }
-  }
-  if (rpcEndpoint !== 'status') return rpcError('not-found', `unknown endpoint ${rpcEndpoint}`)
-  const sessionId = (payload as { sessionId?: unknown } | null)?.sessionId
-  if (typeof sessionId !== 'string' || sessionId === '') return rpcError('bad-request', 'sessionId must be a non-empty string')
-  try {
-    const answer = await callTool(endpoint, 'loop_list', {}, sessionId, signal)
-    const loops = (answer as { loops?: unknown }).loops
-    return { ok: true, value: { loops: Array.isArray(loops) ? loops : [], panelUrl: panelUrl(endpoint.url, sessionId) } }
-  } catch (error) {
-    const code = error instanceof DshloopError ? error.code : 'internal'
-    // A conversation dshloop's host does not know yet (a draft DSH Web shows before its first
-    // message): no loop can target it, so it has none.
-    if (code === 'unknown_session') return { ok: true, value: { loops: [], panelUrl: panelUrl(endpoint.url, sessionId) } }
-    return rpcError(code, error instanceof Error ? error.message : String(error))
-  }
-}
-
-async function deliverRpc(endpoint: Endpoint, payload: unknown, signal: AbortSignal, deliveries: Deliveries): Promise<RpcResult> {
-  try {
-    // The ring names a key only; the message is what dshloop offers under it (deliver.ts).
-    const body = await fetchDelivery(endpoint, ringKeyOf(payload), signal)
-    const request = parseDeliverRequest(body)
-    const agent = deliveries.agents.get(request.sessionId)
-    if (agent !== undefined && body.unattended === true) await deliveries.restrict(agent, extraToolsOf(body.extraTools))
-    return { ok: true, value: deliver(agent, request) }
-  } catch (error) {
-    if (error instanceof DeliverError) return rpcError(error.code, error.message)
-    return rpcError('internal', error instanceof Error ? error.message : String(error))
-  }
-}
-
-function rpcError(code: string, message: string): RpcResult {
-  return { ok: false, error: { code, message, details: {} } }
 }

@@ -106,7 +106,7 @@ test('the channel says hello, and an unattended session is restricted before its
     k3: offer('k3', { sessionId: 'ses_cold' }),
   })
   const hello = await handleRpc(endpoint, 'hello', {}, signal, deliveries)
-  assert.deepEqual(hello, { ok: true, value: { plugin: 'dshloop', deliver: true } })
+  assert.deepEqual(hello, { ok: true, value: { plugin: 'dshloop', deliver: true, confirm: false, sessions: true } })
 
   const attended = await handleRpc(endpoint, 'deliver', { key: 'k1' }, signal, deliveries)
   assert.equal(attended.ok, true)

@@ -1,16 +1,20 @@
-"""A real DeepSeek Harness host over its HTTP API (contract §11; ../shared/DSH-HOST.md; the
-wire itself in dsh_wire, turn outcomes in dsh_turns).
+"""A real DeepSeek Harness host over its HTTP API (contract §11; ../shared/DSH-HOST.md), and over
+dshloop's plugin inside it where it is mounted (dsh_plugin). Beside this module: the wire (dsh_wire),
+one session's look-up by its ID (dsh_lookup), a session's log read back (dsh_history), delivering
+(dsh_delivery), the global interface session (dsh_global), models (dsh_models), turn outcomes (dsh_turns).
 
 What maps to what:
 - the sessions (list_sessions) <- `session.list` (all sessions, attached and persisted, newest
   first), which grows with the profile: only the list a person or an agent asks for reads it.
-- one session (a delivery's target, a tool call's caller, a status) <- calls that take its ID
-  (dsh_lookup): the tail of `session.history` (missing: `session-not-found`; its projections; a turn
-  still open), `subagent.list {parentSessionId}` (`parentAvailable`: a live agent), and once per
-  session and process `session.export`'s header (cwd, preset). The title is
-  `projections.values.title`, DSH's own fold: a title the user set (`session.rename`) is pinned and
-  wins over a generated one. Status: running when attached with a turn open; otherwise idle when
-  attached, else cold (DSH-HOST.md §7).
+- one session (a delivery's target, a tool call's caller, a status) <- asked by its ID, never by
+  listing the profile. With the plugin: its `sessions` endpoint says which of them DSH has loaded,
+  with their status, projections, cwd and preset, one call for a whole batch; a session it has not
+  loaded is read from the tail of `session.history` (missing: `session-not-found`). Without it:
+  that tail, `subagent.list {parentSessionId}` for a live agent (rc.8 reads every persisted header for
+  it) and once per session and process `session.export`'s header (cwd, preset). The title is
+  `projections.values.title`, DSH's own fold: a title the user set (`session.rename`) is pinned.
+  Status: running when attached with a turn open; otherwise idle when attached, else cold
+  (DSH-HOST.md §7). A delivery batch's targets are told idle when not loaded: the delivery wakes them.
 - resume a cold session <- `session.create {sessionId, cwd}` with its recorded cwd: DSH keeps its
   stored preset and model (no override, spec §5).
 - `new` <- `session.create {sessionId, workspaceId, agentPreset}` in the workspace of the loop's
@@ -20,84 +24,45 @@ What maps to what:
   docs/dsh-unattended.md §2); then its title (Placement.title) with `session.rename`; then the
   source session's model with `session.selectModel`, DSH's default model kept as it was (dsh_models).
 - archiving a finished `new` run's session (SessionArchive) <- `workspace.archiveSession`.
-- the global interface session (GlobalSessionMaker) <- `session.create` and `session.rename`, then
-  one first turn (`session.prompt`), without which DSH Web would open it as a person's new chat.
-- a session's model (SessionModels) <- not in `session.list`: a live session's `session.models`,
-  a cold one's newest `request/header` in `session.history` (dsh_models).
-- a session's workspace <- its `cwd` in `session.list`; the workspaces <- `workspace.list`;
-  whether a directory can be one <- `host.listDirectory {path}` (`directory-unreadable` if not);
-  cancelling a turn <- `session.cancel`.
-- a batch's deliveries <- side by side into distinct sessions (dsh_lookup.side_by_side, CONCURRENCY
-  at a time), one session's in order; each as follows.
-- deliver <- with dshloop's plugin mounted (its channel answers `hello`): `POST /dshloop/deliver`,
-  and the plugin sends the message to the session's live agent with a plugin source carrying the
-  occurrence key as `deliveryKey` (contract §15), so that DSH Web draws a loop card; without it,
-  `session.prompt` with `steer` for a running target (next step) and `queue` otherwise (next
-  turn), its `rpcId` the occurrence key. Neither deduplicates by itself, and a message still
-  pending when DSH stops is discarded; so a delivery counts only once a `user/message` carrying
-  the key is in `session.history`, and before sending, the history is searched for it.
+- a session's model (SessionModels) <- a live session's `session.models`, a cold one's newest
+  `request/header` in `session.history` (dsh_models).
+- a session's workspace <- its header's `cwd`; the workspaces <- `workspace.list`; whether a
+  directory can be one <- `host.listDirectory {path}`; cancelling a turn <- `session.cancel`.
+- deliver <- dsh_delivery: through the plugin's `deliver`, which answers once DSH has logged the
+  message; without it, `session.prompt` and the session's log read back.
 - presets <- `agentPreset.list` (mountable unless `broken`).
-- turn outcomes <- `session.history`: the first `turn/end` after the occurrence's
-  `user/message` (a steered message ends with the turn it joined, a queued one with the later turn
-  it started), its `reason.kind` mapped by `turn_end_of` (kinds: DSH's TurnEndReasonMap).
+- turn outcomes <- `session.history`: the first `turn/end` after the occurrence's `user/message`,
+  its `reason.kind` mapped by `turn_end_of` (kinds: DSH's TurnEndReasonMap).
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
-import time
 
 from django.conf import settings
 
 from core.timeutil import from_ms
 from core.validation import is_identifier
 from sessions_app.models import SessionHeader, SessionStatus
-from sessions_app.services import plugin_delivery_offered, session_headers_cache
+from sessions_app.services import session_headers_cache
 
 from ..records import PresetInfo, SessionInfo
-from .base import (
-    NO_PLACEMENT,
-    Capabilities,
-    Delivered,
-    HostError,
-    Message,
-    Placement,
-    RunRef,
-    TurnEnd,
-    deliver_each,
-)
-from .dsh_lookup import header_of, side_by_side, turn_open
+from .base import NO_PLACEMENT, Capabilities, Delivered, HostError, Message, Placement, RunRef, TurnEnd
+from .dsh_delivery import deliver, deliver_many
+from .dsh_global import GLOBAL_SESSION_INTRO, GLOBAL_SESSION_INTRO_KEY, GLOBAL_SESSION_TITLE, ensure_global_session
+from .dsh_history import turn_outcomes
+from .dsh_lookup import header_of, loaded_item, log_item, side_by_side
 from .dsh_models import read_session_model, select_model, selection_of
-from .dsh_turns import carries, stall_of, turn_end_of
+from .dsh_plugin import PluginChannel
 from .dsh_wire import DshClient, DshError, json_array, json_object, json_string
 
-logger = logging.getLogger("dshloop.hosts")
+__all__ = ["GLOBAL_SESSION_INTRO", "GLOBAL_SESSION_INTRO_KEY", "GLOBAL_SESSION_TITLE", "DshHost", "new_session_id"]
 
-# How long a delivery waits for its message to show in the session's history: an idle session
-# starts its turn at once (about a second); a steered one at the running turn's next step.
-CONFIRM_SECONDS = 8.0
-CONFIRM_POLL = 0.2
-HISTORY_PAGE = 200  # messages per history page when looking for an occurrence's message
-# DSH's event times and dshloop's run times come from two clocks (one machine: DSH answers only
-# loopback); a log is read back this much further than a run's time.
-CLOCK_MARGIN_MS = 10 * 60 * 1000
-# dshloop's plugin's loopback channel in DSH (dsh-plugin/src/index.ts), and how often a scheduler
-# asks again whether it is there.
-PLUGIN_CHANNEL = "/dshloop"
-PLUGIN_RECHECK_SECONDS = 60.0
-# DSH calls one batch makes at once: its deliveries into distinct sessions (each mostly waits for its
-# message to show in the log), and its look-ups, fewer: DSH answers on one thread, and subagent.list
-# reads every persisted session's header (rc.8), so a crowd of them would queue past the timeout.
-CONCURRENCY = 16
+
+# Look-ups of one batch made at once without the plugin: DSH answers on one thread, and a crowd of
+# log reads would queue past the timeout. (With it, one call answers the whole batch.)
 LOOKUP_CONCURRENCY = 4
-
-
-def fresh_run_extra_tools() -> list[str]:
-    """The tools a fresh run may call beyond the plugin's built-in set: the operator's
-    DSHLOOP_FRESH_RUN_TOOLS, and the loop-making tools when DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS is on."""
-    making = ["loop_create", "loop_delete"] if settings.DSHLOOP_FRESH_RUNS_MAY_CREATE_LOOPS else []
-    return [*settings.DSHLOOP_FRESH_RUN_TOOLS, *making]
+LOADED_CHUNK = 200  # sessions per `sessions` call of the plugin (its own limit)
 
 
 def new_session_id(occurrence_key: str) -> str:
@@ -105,26 +70,10 @@ def new_session_id(occurrence_key: str) -> str:
     return "loop-" + hashlib.sha256(occurrence_key.encode()).hexdigest()[:24]
 
 
-# How a person finds the global interface session in DSH Web (ensure_global_session).
-GLOBAL_SESSION_TITLE = "dshloop: global interface"
-# The global interface session's first turn. DSH Web opens, as a person's new chat, a session of the
-# workspace in which no turn has run yet (`blank` in session.list; DSH's `sessionBlank`, and the
-# client's `connectWorkspace` reuses such a session rather than make one), and lists a blank session
-# only as "New Session": an empty global session would take the person's first conversation, and
-# every `self` loop after it. A first turn makes it a conversation like any other, shown by its
-# title. Its message is sent once: a retry looks for this key in the session's log first.
-GLOBAL_SESSION_INTRO_KEY = "dshloop-global-interface-intro"
-GLOBAL_SESSION_INTRO = (
-    "This conversation is dshloop's global interface. Loops whose target is `self`, and loops made in "
-    "dshloop's panel or in DSH Web's Loops panel, are delivered here. Nothing to do now: answer in one short line."
-)
-INTRO_SECONDS = 30.0  # for its turn to start (about a second), then to end (one short answer)
-
-
 class DshHost:
     label = "DSH"
     capabilities = Capabilities(
-        # A batch's messages go to DSH side by side (deliver_many), CONCURRENCY at a time.
+        # A batch's messages go to DSH side by side (dsh_delivery.deliver_many).
         delivery_batch=16,
         transactional=False,
         turn_outcomes=True,
@@ -136,12 +85,11 @@ class DshHost:
 
     def __init__(self, base_url: str, *, cwd: str = "", global_session_id: str = "", timeout: float = 10.0):
         self.wire = DshClient(base_url, timeout=timeout)
+        self.plugin = PluginChannel(self.wire)
         self.cwd = cwd
         self.global_session_id = global_session_id
-        self._plugin = False
-        self._plugin_checked_at: float | None = None
         self._headers: dict[str, dict] = {}  # session ID -> its header (_header), this process's
-        self._live: set[str] = set()  # sessions seen with a live agent (_attached)
+        self._live: set[str] = set()  # sessions seen with a live agent (_attached, without the plugin)
         self._live_count = 0  # DSH's live-agent count when last seen
 
     # -- sessions ----------------------------------------------------------------------------------
@@ -155,10 +103,13 @@ class DshHost:
         return [item for item in items if isinstance(item, dict) and is_identifier(item.get("sessionId"))]
 
     def _attached(self, session_id: str) -> bool:
-        """Whether the session has a live agent in DSH. rc.8's only per-session answer, subagent.list,
-        reads every persisted session's header; but a session once attached stays so until DSH stops
-        (DSH-HOST.md §7: nothing detaches one), so a session seen attached is asked again only with
-        host.describe, whose live-agent count drops when DSH has restarted (then all are asked anew)."""
+        """Whether the session has a live agent in DSH: the plugin's answer when it gives one. Else
+        rc.8's only per-session answer, subagent.list, which reads every persisted session's header;
+        but a session once attached stays so until DSH stops (DSH-HOST.md §7: nothing detaches one),
+        so a session seen attached is asked again only with host.describe, whose live-agent count
+        drops when DSH has restarted (then all are asked anew)."""
+        if self.plugin.abilities().sessions:
+            return bool(self._loaded([session_id]).get(session_id, {}).get("attached"))
         if session_id in self._live:
             count = self._live_agents()
             if count >= self._live_count:
@@ -228,37 +179,31 @@ class DshHost:
         self._cache(sessions)
         return sessions
 
-    def _find(self, session_id: str, *, attached: bool | None = None) -> dict | None:
-        """One session as `session.list` shows it, asked of DSH for that session alone (dsh_lookup).
-        None when DSH has no such session. `attached` given: whether it has a live agent is not asked
-        (subagent.list reads every persisted session's header in rc.8: its cost grows with the profile)."""
+    def _loaded(self, session_ids: list[str]) -> dict[str, dict]:
+        """The plugin's `sessions` answer for these sessions, a call per LOADED_CHUNK."""
+        answers: dict[str, dict] = {}
+        for start in range(0, len(session_ids), LOADED_CHUNK):
+            answers.update(self.plugin.loaded(session_ids[start : start + LOADED_CHUNK]))
+        return answers
+
+    def find(self, session_id: str, *, idle_if_not_loaded: bool = False) -> dict | None:
+        """One session as `session.list` shows it, asked of DSH for that session alone. None when DSH
+        has no such session. `idle_if_not_loaded`: a session DSH has not loaded is told idle rather
+        than asked (a delivery loads it itself)."""
         if not is_identifier(session_id):
             return None  # no dshloop session has such an ID (as _items leaves them out)
-        try:
-            value = json_object(self.wire.call("session.history", {"sessionId": session_id, "maxMessages": 1}))
-        except DshError as exc:
-            if exc.code == "session-not-found":
-                return None
-            raise
-        entries = [json_object(entry).get("event") for entry in json_array(value.get("events"))]
-        tail = [event for event in entries if isinstance(event, dict)]
-        projections = json_object(value.get("projections"))
-        listed = json_object(json_object(projections.get("values")).get("sessionListMetadata"))
-        if attached is None:
-            attached = self._attached(session_id)
-        header = self._header(session_id)
-        times = [event["time"] for event in tail if isinstance(event.get("time"), int)]
-        last_prompt = listed.get("lastPromptAt")
-        return {
-            "sessionId": session_id,
-            "running": attached and turn_open(tail),
-            "attached": attached,
-            "blank": listed["blank"] if isinstance(listed.get("blank"), bool) else False,
-            "updatedAt": last_prompt if isinstance(last_prompt, int) else min(times, default=header.get("createdAt")),
-            "cwd": header.get("cwd"),
-            "agentPreset": header.get("agentPreset"),
-            "projections": projections,
-        }
+        if self.plugin.abilities().sessions:
+            found = self._loaded([session_id]).get(session_id, {})
+            if item := loaded_item(found):
+                return item
+            return self._from_log(session_id, attached=idle_if_not_loaded)
+        return self._from_log(session_id, attached=True if idle_if_not_loaded else None)
+
+    def _from_log(self, session_id: str, *, attached: bool | None) -> dict | None:
+        """`attached` given: whether it has a live agent is not asked (subagent.list reads every
+        persisted session's header in rc.8)."""
+        live = (lambda: self._attached(session_id)) if attached is None else attached
+        return log_item(self.wire, session_id, attached=live, header=lambda: self._header(session_id))
 
     def _header(self, session_id: str) -> dict:
         """The session's header (cwd, preset), which only session.list and session.export carry:
@@ -272,19 +217,24 @@ class DshHost:
         return header
 
     def get_session(self, session_id: str) -> SessionInfo | None:
-        item = self._find(session_id)
+        item = self.find(session_id)
         return None if item is None else self._info(item)
 
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
-        """A delivery batch's targets (scheduler.targets.BatchView): not asked whether they have a live
-        agent, so a cold one is told `idle` here; the delivery wakes it itself (_deliver), as DSH's own
-        session.prompt does. What a person or an agent asks (get_session) is told cold as it is."""
+        """A delivery batch's targets (scheduler.targets.BatchView): with the plugin, one call for those
+        DSH has loaded; the others are read from their log and told `idle`, so a cold one is woken by
+        its delivery (dsh_delivery), side by side with the batch's others. What a person or an agent
+        asks (get_session) is told cold as it is."""
+        ids = sorted(session_id for session_id in session_ids if is_identifier(session_id))
+        loaded: dict[str, dict] = {}
+        if ids and self.plugin.abilities().sessions:
+            loaded = {sid: item for sid, found in self._loaded(ids).items() if (item := loaded_item(found))}
 
         def lookup(session_id: str) -> SessionInfo | None:
-            item = self._find(session_id, attached=True)
+            item = loaded.get(session_id) or self._from_log(session_id, attached=True)
             return None if item is None else self._info(item)
 
-        found = side_by_side(sorted(session_ids), lookup, workers=LOOKUP_CONCURRENCY)
+        found = side_by_side(ids, lookup, workers=LOOKUP_CONCURRENCY)
         sessions = {session.session_id: session for session in found if session is not None}
         self._cache(list(sessions.values()))  # the panel shows a delivery's target by its title
         return sessions
@@ -294,59 +244,10 @@ class DshHost:
         return self.get_session(self.global_session_id) if self.global_session_id else None
 
     def ensure_global_session(self) -> str:
-        """(base.GlobalSessionMaker) The configured global interface session, made in DSH when it is
-        missing, titled so that a person finds it in DSH Web, and given its first turn so that DSH
-        Web never takes it for a new chat (GLOBAL_SESSION_INTRO_KEY). DSH has no global interface of
-        its own (contract §11): this one session plays it for `self`. One found with no turn yet (an
-        earlier dshloop made it) gets its first turn now."""
-        if not self.global_session_id:
-            return ""
-        item = self._find(self.global_session_id)
-        if item is not None and not item.get("blank"):
-            return ""
-        if item is None:
-            self.wire.call("session.create", {"sessionId": self.global_session_id, **self._placement(self.cwd)})
-            # A title the user sets (source `user`) is pinned: the first prompt's automatic one never replaces it.
-            self.wire.call("session.rename", {"sessionId": self.global_session_id, "title": GLOBAL_SESSION_TITLE})
-        self._first_turn(self.global_session_id)
-        if item is None:
-            return (
-                f'Global interface session created in DSH: {self.global_session_id} ("{GLOBAL_SESSION_TITLE}", '
-                'the target "self")'
-            )
-        return (
-            f"Global interface session {self.global_session_id} had no turn yet, and DSH Web would open it "
-            "as a new chat: it has had its first"
-        )
+        """(base.GlobalSessionMaker) dsh_global."""
+        return ensure_global_session(self)
 
-    def _first_turn(self, session_id: str) -> None:
-        """Send the global session its introduction (once) and wait until its turn has started, so
-        that DSH no longer counts it blank; then, a while, until the turn has ended, so that the
-        first `self` delivery starts a turn of its own."""
-        where, _ = self._find_occurrence(session_id, {"occurrence_key": GLOBAL_SESSION_INTRO_KEY, "scheduled_at": 0})
-        if where == "absent":
-            prompt = {
-                "sessionId": session_id,
-                "mode": "queue",
-                "content": [{"type": "text", "text": GLOBAL_SESSION_INTRO}],
-            }
-            self.wire.call("session.prompt", prompt, rpc_id=GLOBAL_SESSION_INTRO_KEY)
-        deadline = time.monotonic() + INTRO_SECONDS
-        while True:
-            item = self._find(session_id) or {}
-            if not item.get("blank", True) and not item.get("running"):
-                return
-            if time.monotonic() > deadline:
-                if item.get("blank", True):
-                    raise DshError(
-                        f"DSH has not started the first turn of {session_id} after {INTRO_SECONDS:g} s; "
-                        "the next bootstrap tries again.",
-                        transient=True,
-                    )
-                return  # started, still answering: no longer blank, which is what counts
-            time.sleep(CONFIRM_POLL)
-
-    def _placement(self, directory: str) -> dict:
+    def placement(self, directory: str) -> dict:
         """Where a session dshloop makes goes: the workspace of `directory` (found or made), since
         DSH Web lists a workspace's sessions and a session made with a bare cwd joins none; with no
         directory, DSH's own default. A directory that does not exist is a permanent DshError."""
@@ -367,12 +268,22 @@ class DshHost:
                 return PresetInfo(name, not preset.get("broken"))
         return None
 
+    def load_session(self, session_id: str) -> None:
+        """Load a cold session with DSH's own `session.create` and its recorded cwd (a different one is
+        session-conflict) and no preset: the stored one and its model stay. `session-not-found` when
+        DSH has no such session."""
+        try:
+            cwd = self._header(session_id).get("cwd")
+        except DshError as exc:
+            if exc.code == "session-not-found":
+                raise DshError(
+                    f"DSH has no session {session_id!r}.", code="session-not-found", transient=False
+                ) from exc
+            raise
+        self.wire.call("session.create", {"sessionId": session_id, "cwd": cwd or self.cwd})
+
     def resume_session(self, session_id: str) -> SessionInfo:
-        item = self._find(session_id)
-        if item is None:
-            raise DshError(f"DSH has no session {session_id!r} to resume.", code="session-not-found", transient=False)
-        # Its recorded cwd (a different one is session-conflict) and no preset: the stored one wins.
-        self.wire.call("session.create", {"sessionId": session_id, "cwd": item.get("cwd") or self.cwd})
+        self.load_session(session_id)
         session = self.get_session(session_id)
         if session is None:
             raise DshError(f"Session {session_id} disappeared while being resumed.", transient=False)
@@ -382,7 +293,7 @@ class DshHost:
         self, *, preset: str, model: str, first_prompt: str, source: dict, placement: Placement = NO_PLACEMENT
     ) -> str:
         directory = placement.workspace or self.cwd
-        payload = {"sessionId": new_session_id(source["occurrence_key"]), **self._placement(directory)}
+        payload = {"sessionId": new_session_id(source["occurrence_key"]), **self.placement(directory)}
         if preset and preset != settings.DSHLOOP_DEFAULT_PRESET:
             payload["agentPreset"] = preset  # the profile default: DSH's own default preset
         value = self.wire.call("session.create", payload)
@@ -457,193 +368,15 @@ class DshHost:
             if exc.code != "session-not-found":  # not attached: no turn of it is running
                 raise
 
-    # -- delivery ----------------------------------------------------------------------------------
-
-    def _events_since(self, session_id: str, since_ms: int) -> list[dict]:
-        """The session's log events from about `since_ms` on, oldest first: history pages are read
-        from the tail back until they reach that time (a cold session is read without resuming it)."""
-        events: list[dict] = []
-        before = None
-        while True:
-            payload = {"sessionId": session_id, "maxMessages": HISTORY_PAGE}
-            if before is not None:
-                payload["beforeSeq"] = before
-            value = self.wire.call("session.history", payload)
-            page = value.get("events") if isinstance(value, dict) else None
-            if not isinstance(page, list):
-                raise DshError("DSH sent no events for session.history.", transient=True)
-            page = [
-                entry["event"] for entry in page if isinstance(entry, dict) and isinstance(entry.get("event"), dict)
-            ]
-            page = [event for event in page if isinstance(event.get("seq"), int)]
-            events = page + events
-            times = [event["time"] for event in page if isinstance(event.get("time"), int)]
-            if not value.get("hasMore") or not page or (times and min(times) < since_ms):
-                return sorted(events, key=lambda event: event["seq"])
-            before = min(event["seq"] for event in page)
-
-    def _find_occurrence(self, session_id: str, source: dict) -> tuple[str, str | None]:
-        """Where the occurrence's message is in DSH: ("delivered", its message ID) once a
-        `user/message` carries its rpcId; ("pending", None) while DSH still holds it in the session's
-        inbox (accepted, waiting for a turn or a step); ("absent", None) if it was never sent, or DSH
-        dropped it (a prompt still queued when DSH stops is cancelled)."""
-        key = source["occurrence_key"]
-        # A message for this occurrence cannot predate its scheduled time; a margin covers clock skew.
-        events = self._events_since(session_id, int(source.get("scheduled_at") or 0) - CLOCK_MARGIN_MS)
-        queued_on = None  # (inbox target, seq) of the splice that queued it
-        for event in events:
-            data = json_object(event.get("data"))
-            if event.get("type") == "user/message":
-                if carries(data.get("source"), key):
-                    return "delivered", str(data.get("id") or event["seq"])
-            elif event.get("type") == "agent/inbox/spliced":
-                inserted = json_array(data.get("inserted"))
-                if any(carries(json_object(item).get("source"), key) for item in inserted):
-                    queued_on = data.get("target")
-                elif queued_on is not None and data.get("target") == queued_on and data.get("outcome") == "canceled":
-                    queued_on = None  # DSH stopped with it still queued: lost (DSH-HOST.md §6.5)
-        return ("pending", None) if queued_on is not None else ("absent", None)
+    # -- delivery (dsh_delivery) -------------------------------------------------------------------
 
     def deliver(self, session_id: str, *, text: str, source: dict, occurrence_key: str) -> Delivered:
-        return self._deliver(Message(session_id, text, source, occurrence_key))
-
-    def _deliver(self, message: Message) -> Delivered:
-        """spec §6 adaptive delivery, at most once per occurrence (see the module docstring)."""
-        session_id, source = message.session_id, message.source
-        # Its log is read first: a session DSH does not have is `session-not-found` there.
-        where, message_id = self._find_occurrence(session_id, source)
-        delivery = "next_turn"
-        if where == "absent":
-            if self._plugin_delivers():
-                # The plugin sees the live agent, running or not, and says how it delivered.
-                try:
-                    delivery = self._deliver_through_plugin(message)
-                except DshError as exc:
-                    if exc.code != "session-not-loaded":
-                        raise
-                    # Cold: nothing was sent. Loaded with DSH's own session.create (its stored preset and
-                    # model), then rung again; the plugin looks for the key once more before it sends.
-                    self.resume_session(session_id)
-                    delivery = self._deliver_through_plugin(message)
-            else:
-                session = self.get_session(session_id)
-                if session is None:
-                    raise DshError(f"DSH has no session {session_id!r}.", code="session-not-found", transient=False)
-                if session.status == SessionStatus.COLD:  # the batch's look-up did not ask: loaded as above
-                    session = self.resume_session(session_id)
-                delivery = "next_step" if session.status == SessionStatus.RUNNING else "next_turn"
-                self.wire.call(
-                    "session.prompt",
-                    {
-                        "sessionId": session_id,
-                        "mode": "steer" if delivery == "next_step" else "queue",
-                        "content": [{"type": "text", "text": message.text}],
-                    },
-                    rpc_id=message.occurrence_key,
-                )
-        if message_id is None:
-            message_id = self._confirmed(session_id, source)
-        return Delivered(message_id, delivery)
-
-    def _plugin_delivers(self) -> bool:
-        """Whether dshloop's plugin is mounted in this DSH and can deliver (its channel answers
-        `hello`): asked once, then again every PLUGIN_RECHECK_SECONDS, since DSH may be restarted
-        with or without it. DSH unreachable: a transient DshError, as any call."""
-        now = time.monotonic()
-        if self._plugin_checked_at is None or now - self._plugin_checked_at > PLUGIN_RECHECK_SECONDS:
-            try:
-                value = self.wire.call("hello", {}, path=PLUGIN_CHANNEL + "/hello")
-                self._plugin = json_object(value).get("deliver") is True
-            except DshError as exc:
-                if exc.transient:
-                    raise
-                self._plugin = False  # no such channel (405), or a plugin without the endpoint
-            self._plugin_checked_at = now
-        return self._plugin
-
-    def _deliver_through_plugin(self, message: Message) -> str:
-        """`POST /dshloop/deliver`: the plugin sends the message with its own source (contract §15)
-        to the session's live agent; the adapter loaded a cold session first. Returns how it was
-        delivered (next_turn, or next_step into a running turn)."""
-        source = message.source
-        request = {
-            "sessionId": message.session_id,
-            "text": message.text,
-            "key": message.occurrence_key,
-            "summary": message.summary,
-            "loop": {"loop_id": source.get("loop_id", ""), "run_id": source.get("run_id", "")},
-            # A fresh run's tools are bounded by the plugin (contract §14, dsh-plugin/src/boundary.ts):
-            # its built-in set, plus what the operator allows here.
-            "unattended": message.fresh,
-            "extraTools": fresh_run_extra_tools() if message.fresh else [],
-            "notice": message.notice,
-        }
-        # Any local process can call DSH's channel, so it carries only the key: the plugin reads the
-        # message from dshloop with its token (GET /api/dsh/deliveries/{key}), while this call lasts.
-        with plugin_delivery_offered(key=message.occurrence_key, session_id=message.session_id, request=request):
-            value = self.wire.call("deliver", {"key": message.occurrence_key}, path=PLUGIN_CHANNEL + "/deliver")
-        delivery = json_object(value).get("delivery")
-        return delivery if delivery in ("next_turn", "next_step") else "next_turn"
-
-    def _confirmed(self, session_id: str, source: dict) -> str:
-        deadline = time.monotonic() + CONFIRM_SECONDS
-        while True:
-            where, message_id = self._find_occurrence(session_id, source)
-            if message_id is not None:
-                return message_id
-            if time.monotonic() > deadline:
-                # Not in the log (yet): not counted as delivered. A retry looks again before it sends,
-                # and sends only if DSH no longer holds the prompt.
-                state = "still waits in the session's inbox" if where == "pending" else "is not in the session's log"
-                raise DshError(
-                    f"DSH accepted {source['occurrence_key']} but it {state} after {CONFIRM_SECONDS:g} s; "
-                    "it is checked again before any resend.",
-                    transient=True,
-                )
-            time.sleep(CONFIRM_POLL)
+        return deliver(self, Message(session_id, text, source, occurrence_key))
 
     def deliver_many(self, messages: list[Message]) -> list[Delivered | HostError]:
-        """Deliveries into distinct sessions go to DSH side by side, CONCURRENCY at a time, each
-        with its own exactly-once check; one session's messages go one after another, in order. A
-        batch takes as long as its slowest delivery (about a turn's start), not their sum."""
-        by_session: dict[str, list[int]] = {}
-        for index, message in enumerate(messages):
-            by_session.setdefault(message.session_id, []).append(index)
-        groups = list(by_session.values())
-
-        def deliver_group(indexes: list[int]) -> list[Delivered | HostError]:
-            return deliver_each(self, [messages[index] for index in indexes], one=self._deliver)
-
-        results: list[Delivered | HostError | None] = [None] * len(messages)
-        for indexes, delivered in zip(groups, side_by_side(groups, deliver_group, workers=CONCURRENCY), strict=True):
-            for index, result in zip(indexes, delivered, strict=True):
-                results[index] = result
-        return [result for result in results if result is not None]
+        return deliver_many(self, messages)
 
     # -- turn outcomes (base.TurnOutcomes) ------------------------------------------------------------
 
     def turn_outcomes(self, runs: list[RunRef]) -> dict[str, TurnEnd]:
-        """How each run's turn ended, from its session's log: one history read per session, back to
-        its oldest run's delivery. Runs whose turn has not ended, whose message is not in the log,
-        or whose session DSH no longer has are left out. DSH unreachable -> DshError (transient)."""
-        by_session: dict[str, list[RunRef]] = {}
-        for run in runs:
-            by_session.setdefault(run.session_id, []).append(run)
-        outcomes: dict[str, TurnEnd] = {}
-        for session_id, session_runs in by_session.items():
-            since = min(run.delivered_at_ms for run in session_runs) - CLOCK_MARGIN_MS
-            try:
-                events = self._events_since(session_id, since)
-            except DshError as exc:
-                if exc.transient:
-                    raise
-                if exc.code != "session-not-found":  # one session's permanent error spares the others
-                    logger.warning("turn outcomes of session %s not read: %s", session_id, exc)
-                continue
-            for run in session_runs:
-                ended = turn_end_of(events, run.occurrence_key)
-                if ended is None and run.fresh:
-                    ended = stall_of(events, run.occurrence_key)
-                if ended is not None:
-                    outcomes[run.run_id] = ended
-        return outcomes
+        return turn_outcomes(self.wire, runs)

@@ -2,7 +2,8 @@
 
 DSH 0.1.0-rc.8 has no call for one session's summary: `session.list` answers every session of the
 profile with its projections (3 s for 1,100 sessions here), and a profile only grows. So a session
-is read from calls that take its ID (DSH-HOST.md §5, §7):
+is read from what dshloop's plugin answers for a loaded one (`sessions`, dsh_plugin: `loaded_item`),
+else from calls that take its ID (DSH-HOST.md §5, §7; `log_item`):
 - `session.history {sessionId, maxMessages: 1}`: whether it exists (`session-not-found`), its
   projections (title, blank) and its log's tail, the page from its last message on;
 - `subagent.list {parentSessionId}`: whether it has a live agent (attached: idle or running);
@@ -22,7 +23,7 @@ from typing import TypeVar
 
 from django.db import connections
 
-from .dsh_wire import json_object
+from .dsh_wire import DshClient, DshError, json_array, json_object
 
 # Events that happen inside a turn: the last of them after the last `turn/end` means a turn is open.
 _IN_TURN = {
@@ -73,6 +74,57 @@ def header_of(exported: bytes) -> dict:
         elif record.get("type") == "turn/start":
             blank = False
     return {**header, "agentPreset": preset, "blank": blank}
+
+
+def loaded_item(found: dict) -> dict | None:
+    """A session the plugin answered as loaded (dsh-plugin/src/sessions.ts), as `session.list` shows
+    it; None when it is not loaded, or the answer lacks DSH's projections (then its log is read)."""
+    projections = json_object(found.get("projections"))
+    listed = json_object(json_object(projections.get("values")).get("sessionListMetadata"))
+    if found.get("attached") is not True or not listed:
+        return None
+    last_prompt, created = listed.get("lastPromptAt"), found.get("createdAt")
+    return {
+        "sessionId": found["sessionId"],
+        "running": found.get("running") is True,
+        "attached": True,
+        "blank": listed["blank"] if isinstance(listed.get("blank"), bool) else False,
+        "updatedAt": last_prompt if isinstance(last_prompt, int) else created if isinstance(created, int) else None,
+        "cwd": found.get("cwd"),
+        "agentPreset": found.get("agentPreset"),
+        "projections": projections,
+    }
+
+
+def log_item(
+    wire: DshClient, session_id: str, *, attached: bool | Callable[[], bool], header: Callable[[], dict]
+) -> dict | None:
+    """One session from the tail of its log and its header, as `session.list` shows it; None when DSH
+    has no such session. `attached`: known, or asked only once the session is found to exist."""
+    try:
+        value = json_object(wire.call("session.history", {"sessionId": session_id, "maxMessages": 1}))
+    except DshError as exc:
+        if exc.code == "session-not-found":
+            return None
+        raise
+    entries = [json_object(entry).get("event") for entry in json_array(value.get("events"))]
+    tail = [event for event in entries if isinstance(event, dict)]
+    projections = json_object(value.get("projections"))
+    listed = json_object(json_object(projections.get("values")).get("sessionListMetadata"))
+    live = attached if isinstance(attached, bool) else attached()
+    known = header()
+    times = [event["time"] for event in tail if isinstance(event.get("time"), int)]
+    last_prompt = listed.get("lastPromptAt")
+    return {
+        "sessionId": session_id,
+        "running": live and turn_open(tail),
+        "attached": live,
+        "blank": listed["blank"] if isinstance(listed.get("blank"), bool) else False,
+        "updatedAt": last_prompt if isinstance(last_prompt, int) else min(times, default=known.get("createdAt")),
+        "cwd": known.get("cwd"),
+        "agentPreset": known.get("agentPreset"),
+        "projections": projections,
+    }
 
 
 T = TypeVar("T")

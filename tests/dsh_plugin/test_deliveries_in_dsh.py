@@ -61,7 +61,7 @@ def test_a_delivery_retried_after_its_scheduler_died_makes_no_second_message(plu
 
     # A scheduler killed after the plugin sent the message, before it recorded anything: its lease
     # runs out and another driver delivers the same occurrence again.
-    host._deliver_through_plugin(message)
+    host.plugin.deliver(message)
     [result] = host.deliver_many([message])
     [again] = host.deliver_many([message])
 
