@@ -18,6 +18,7 @@ from loops.events import Actor
 from loops.models import ActorKind, Loop, LoopEvent, LoopRun, SchedulerHeartbeat
 from loops.services import edit, lifecycle
 from tests.conftest import create_loop, every
+from timing import schedules
 
 from .conftest import log_in, row
 
@@ -45,6 +46,10 @@ def test_create_each_kind_and_target_see_it_listed_open_it_delete_it(page):
     # --- a validation error, inline, with the contract's message -----------------------------------
     page.find("#new-loop").click()
     page.find("#loop-form")
+    # Each kind as timing.schedules describes it; the chosen kind's amount reads on from its label.
+    kinds = [card.text for card in page.all('label.radio-card:has(input[name="kind"])')]
+    assert kinds == [schedule_type.label for schedule_type in schedules.SCHEDULE_TYPES]
+    assert page.find('label[for="id_every_amount"]').text == "Every"
     assert not page.find(".when-new").is_displayed()  # the preset select only for `new`
     assert not page.find(".kind-cron").is_displayed()
     page.type("prompt", "Morning report")
