@@ -117,6 +117,8 @@ def run_dsh(sizes: DshSizes, quick: bool, output: Path, keep_database: bool) -> 
                 connection.close()
                 db.drop(DATABASE)
     print(json.dumps(results["rounds"], indent=1, default=str))
+    if quick:  # a check of the harness: its numbers never replace a real run's in the report
+        output = out_dir / "B5.md"
     splice(output, render(results))
     log(f"B5: done in {(time.monotonic() - started) / 60:.1f} min; raw results in {out_dir}; wrote {output}")
     return 0

@@ -3,7 +3,8 @@ PostgreSQL, written to docs/BENCHMARKS.md (raw numbers in var/bench/).
 
 Full size takes about 50 minutes; run it on a quiet machine (nothing else on the two cores).
 --quick runs tiny sizes with one repetition in about 7 minutes, to check the harness.
---dsh runs B5 alone, delivery into a real DSH (bench/dsh_delivery.py), and rewrites only its section.
+--dsh runs B5 alone, delivery into a real DSH (bench/dsh_delivery.py), and rewrites only its section
+(with --quick, not even that: its section goes beside the raw results in var/bench/).
 """
 
 from __future__ import annotations
