@@ -38,7 +38,8 @@ def test_its_web_slots_and_channel_are_the_ones_the_code_uses():
     host = (PLUGIN / "src" / "index.ts").read_text()
     [channel] = MANIFEST["surfaces"]["rpc"]
     assert f"RPC_CHANNEL = '{channel['channel']}'" in host and "authority: 'loopback'" in host
-    handled = set(re.findall(r"rpcEndpoint [!=]== '([a-z-]+)'", host))
+    channel_code = (PLUGIN / "src" / "channel.ts").read_text()
+    handled = set(re.findall(r"rpcEndpoint [!=]== '([a-z-]+)'", channel_code))
     assert set(channel["endpoints"]) == handled
 
 
