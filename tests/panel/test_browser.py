@@ -50,6 +50,8 @@ def test_create_each_kind_and_target_see_it_listed_open_it_delete_it(page):
     kinds = [card.text for card in page.all('label.radio-card:has(input[name="kind"])')]
     assert kinds == [schedule_type.label for schedule_type in schedules.SCHEDULE_TYPES]
     assert page.find('label[for="id_every_amount"]').text == "Every"
+    # The amount is a short box beside its unit (8rem), not a field as wide as the prompt.
+    assert page.find("#id_every_amount").rect["width"] <= 140
     assert not page.find(".when-new").is_displayed()  # the preset select only for `new`
     assert not page.find(".kind-cron").is_displayed()
     page.type("prompt", "Morning report")
