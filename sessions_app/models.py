@@ -111,7 +111,7 @@ class PluginDelivery(models.Model):
     DSH's loopback channel answers any local process, an agent's bash included, so what arrives
     there cannot be taken on its word: dshloop rings with the key alone, and the plugin reads the
     message here, with its token (GET /api/dsh/deliveries/{key}), and delivers only that. A row
-    lives while its delivery call is in flight (sessions_app.hosts.dsh, services.plugin_delivery_offered);
+    lives while its delivery call is in flight (sessions_app.hosts.dsh_plugin, services.plugin_deliveries_offered);
     one a crash left behind is not served past OFFER_SECONDS (selectors.plugin_delivery_get)."""
 
     key = models.CharField(max_length=255, primary_key=True)  # the occurrence's (or notice's) key

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -194,14 +194,29 @@ _INBOX_LOCKS = "inbox"  # the namespace of the inbox locks, one per session (cor
 
 
 @contextmanager
-def plugin_delivery_offered(*, key: str, session_id: str, request: dict) -> Iterator[None]:
-    """While the body runs (the call that rings DSH's plugin), the plugin may read `request` under
-    `key` (models.PluginDelivery); after it, whatever happened, it may not. A stale offer of the
-    same key (a scheduler that died mid-call) is replaced."""
-    PluginDelivery.objects.update_or_create(
-        key=key, defaults={"session_id": session_id, "request": request, "created_at": timezone.now()}
+def plugin_deliveries_offered(offers: list[tuple[str, str, dict]]) -> Iterator[None]:
+    """While the body runs (the calls that ring DSH's plugin for a batch), the plugin may read each
+    offer's `request` under its key (models.PluginDelivery); after it, whatever happened, it may not.
+    `offers` are (key, session ID, request); a stale offer of a key (a scheduler that died mid-call)
+    is replaced. One write to offer a batch and one to withdraw it, in the caller's connection: the
+    calls that ring the plugin side by side then touch no database."""
+    now = timezone.now()
+    rows = {
+        key: PluginDelivery(key=key, session_id=session_id, request=request, created_at=now)
+        for key, session_id, request in offers
+    }
+    PluginDelivery.objects.bulk_create(
+        list(rows.values()),
+        update_conflicts=True,
+        unique_fields=["key"],
+        update_fields=["session_id", "request", "created_at"],
     )
     try:
         yield
     finally:
-        PluginDelivery.objects.filter(key=key).delete()
+        PluginDelivery.objects.filter(key__in=list(rows)).delete()
+
+
+def plugin_delivery_offered(*, key: str, session_id: str, request: dict) -> AbstractContextManager[None]:
+    """One offer (plugin_deliveries_offered)."""
+    return plugin_deliveries_offered([(key, session_id, request)])

@@ -73,8 +73,9 @@ def new_session_id(occurrence_key: str) -> str:
 class DshHost:
     label = "DSH"
     capabilities = Capabilities(
-        # A batch's messages go to DSH side by side (dsh_delivery.deliver_many).
-        delivery_batch=16,
+        # A batch's messages go to DSH side by side (dsh_delivery.deliver_many, CONCURRENCY at a time):
+        # a larger batch keeps more of a burst in flight at once with the queue's two workers.
+        delivery_batch=64,
         transactional=False,
         turn_outcomes=True,
         workspaces=True,

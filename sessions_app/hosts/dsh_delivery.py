@@ -24,6 +24,8 @@ session's in order: a batch takes as long as its slowest delivery (about a turn'
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Protocol
 
 from sessions_app.models import SessionStatus
@@ -32,13 +34,17 @@ from ..records import SessionInfo
 from .base import Delivered, HostError, Message
 from .dsh_history import find_occurrence
 from .dsh_lookup import side_by_side
-from .dsh_plugin import CONFIRM_SECONDS, PluginChannel
+from .dsh_plugin import CONFIRM_SECONDS, PluginChannel, Rung
 from .dsh_wire import DshClient, DshError
 
 CONFIRM_POLL = 0.2  # the careful path's history reads while it waits for the message
 # Deliveries one batch makes at once, into distinct sessions: each mostly waits for DSH to log its
-# message, which DSH does for many sessions at once.
-CONCURRENCY = 16
+# message, which DSH does for many sessions at once. As large as a batch (dsh.DshHost's
+# delivery_batch): a batch's deliveries make no database connection of their own (deliver_many).
+CONCURRENCY = 64
+# Without a plugin that confirms, each delivery polls the session's log until its message is there:
+# fewer at once, or the polls crowd DSH's one thread.
+CAREFUL_CONCURRENCY = 16
 
 
 class DshHost(Protocol):
@@ -53,6 +59,10 @@ class DshHost(Protocol):
 
 
 def deliver_many(host: DshHost, messages: list[Message]) -> list[Delivered | HostError]:
+    try:
+        abilities = host.plugin.abilities()
+    except HostError as exc:  # DSH gives no answer: each message's attempt failed so
+        return [exc for _ in messages]
     by_session: dict[str, list[int]] = {}
     for index, message in enumerate(messages):
         by_session.setdefault(message.session_id, []).append(index)
@@ -62,34 +72,42 @@ def deliver_many(host: DshHost, messages: list[Message]) -> list[Delivered | Hos
         delivered: list[Delivered | HostError] = []
         for index in indexes:  # one session's, in order; each failure kept
             try:
-                delivered.append(deliver(host, messages[index]))
+                delivered.append(deliver(host, messages[index], offered=abilities.deliver))
             except HostError as exc:
                 delivered.append(exc)
         return delivered
 
     results: list[Delivered | HostError | None] = [None] * len(messages)
-    for indexes, delivered in zip(groups, side_by_side(groups, deliver_group, workers=CONCURRENCY), strict=True):
-        for index, result in zip(indexes, delivered, strict=True):
+    # The plugin reads each message from dshloop while it is offered: the batch's are offered in one
+    # write from here, so that the deliveries side by side make DSH calls only.
+    with host.plugin.offered(messages) if abilities.deliver else nullcontext():
+        delivered = side_by_side(
+            groups, deliver_group, workers=CONCURRENCY if abilities.confirm else CAREFUL_CONCURRENCY
+        )
+    for indexes, group in zip(groups, delivered, strict=True):
+        for index, result in zip(indexes, group, strict=True):
             results[index] = result
     return [result for result in results if result is not None]
 
 
-def deliver(host: DshHost, message: Message) -> Delivered:
+def deliver(host: DshHost, message: Message, *, offered: bool = False) -> Delivered:
+    """One message; `offered`: it is on offer to the plugin already (deliver_many)."""
     abilities = host.plugin.abilities()
+    ring = host.plugin.ring if offered else host.plugin.deliver
     if abilities.confirm:
-        return _through_plugin(host, message)
-    return _carefully(host, message, plugin=abilities.deliver)
+        return _through_plugin(host, message, ring)
+    return _carefully(host, message, ring if abilities.deliver else None)
 
 
-def _through_plugin(host: DshHost, message: Message) -> Delivered:
+def _through_plugin(host: DshHost, message: Message, ring: Callable[[Message], Rung]) -> Delivered:
     """One ring; a cold session is loaded and rung again. The plugin's answer decides."""
     try:
-        rung = host.plugin.deliver(message)
+        rung = ring(message)
     except DshError as exc:
         if exc.code != "session-not-loaded":
             raise
         host.load_session(message.session_id)  # cold: nothing was sent
-        rung = host.plugin.deliver(message)
+        rung = ring(message)
     if rung.message_id is None:
         # Not in the log (yet): not counted as delivered. The plugin looks again before any resend,
         # and sends only if DSH no longer holds the message.
@@ -101,21 +119,21 @@ def _through_plugin(host: DshHost, message: Message) -> Delivered:
     return Delivered(rung.message_id, rung.delivery)
 
 
-def _carefully(host: DshHost, message: Message, *, plugin: bool) -> Delivered:
+def _carefully(host: DshHost, message: Message, ring: Callable[[Message], Rung] | None) -> Delivered:
     """The log is read before and after the send (module docstring)."""
     session_id, source = message.session_id, message.source
     # Its log is read first: a session DSH does not have is `session-not-found` there.
     where, message_id = find_occurrence(host.wire, session_id, source)
     delivery = "next_turn"
     if where == "absent":
-        if plugin:
+        if ring is not None:
             try:
-                delivery = host.plugin.deliver(message).delivery
+                delivery = ring(message).delivery
             except DshError as exc:
                 if exc.code != "session-not-loaded":
                     raise
                 host.load_session(session_id)
-                delivery = host.plugin.deliver(message).delivery
+                delivery = ring(message).delivery
         else:
             session = host.get_session(session_id)
             if session is None:

@@ -14,11 +14,12 @@
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from sessions_app.services import plugin_delivery_offered
+from sessions_app.services import plugin_deliveries_offered
 
 from .base import Message
 from .dsh_history import CLOCK_MARGIN_MS
@@ -88,12 +89,12 @@ class PluginChannel:
                 answers[item["sessionId"]] = item
         return answers
 
-    def deliver(self, message: Message) -> Rung:
-        """`POST /dshloop/deliver`: the plugin sends the message with its own source (contract §15) to
-        the session's live agent; a cold session is `session-not-loaded` (a DshError: nothing sent)."""
+    def request_of(self, message: Message) -> dict:
+        """What dshloop offers the plugin to deliver under the message's key (GET
+        /api/dsh/deliveries/{key}): dsh-plugin/src/deliver.ts's DeliverRequest."""
         source = message.source
         confirm = min(CONFIRM_SECONDS, max(0.0, self.wire.timeout - 2.0))
-        request = {
+        return {
             "sessionId": message.session_id,
             "text": message.text,
             "key": message.occurrence_key,
@@ -109,12 +110,24 @@ class PluginChannel:
             "since": max(0, int(source.get("scheduled_at") or 0) - CLOCK_MARGIN_MS),
             "confirmMs": int(confirm * 1000),
         }
-        # Any local process can call DSH's channel, so it carries only the key: the plugin reads the
-        # message from dshloop with its token (GET /api/dsh/deliveries/{key}), while this call lasts.
-        with plugin_delivery_offered(key=message.occurrence_key, session_id=message.session_id, request=request):
-            value = json_object(
-                self.wire.call("deliver", {"key": message.occurrence_key}, path=PLUGIN_CHANNEL + "/deliver")
-            )
+
+    def offered(self, messages: list[Message]) -> AbstractContextManager[None]:
+        """The messages offered to the plugin while the body rings it (one write each way)."""
+        return plugin_deliveries_offered([(m.occurrence_key, m.session_id, self.request_of(m)) for m in messages])
+
+    def deliver(self, message: Message) -> Rung:
+        """One message offered and rung (ring)."""
+        with self.offered([message]):
+            return self.ring(message)
+
+    def ring(self, message: Message) -> Rung:
+        """`POST /dshloop/deliver` of a message on offer: the plugin sends it with its own source
+        (contract §15) to the session's live agent; a cold session is `session-not-loaded` (a
+        DshError: nothing sent). Any local process can call DSH's channel, so it carries only the key:
+        the plugin reads the message from dshloop with its token while it is offered."""
+        value = json_object(
+            self.wire.call("deliver", {"key": message.occurrence_key}, path=PLUGIN_CHANNEL + "/deliver")
+        )
         delivery = value.get("delivery")
         message_id = value.get("messageId")
         return Rung(
