@@ -928,27 +928,43 @@ function presetOf(agent) {
   }
   return agent.session.header?.agentPreset;
 }
-function sessionsOf(agents, projections, payload) {
-  return idsOf(payload).map((sessionId) => {
+function described(header, events, projections) {
+  return {
+    cwd: typeof header.cwd === "string" ? header.cwd : void 0,
+    agentPreset: presetOf({ status: "idle", session: { header, events } }),
+    createdAt: typeof header.createdAt === "number" ? header.createdAt : void 0,
+    projections
+  };
+}
+function fromMemory(read) {
+  try {
+    return read();
+  } catch {
+    return void 0;
+  }
+}
+async function stored(sessionId, stores) {
+  if (stores.persistence === void 0) return { sessionId, attached: false };
+  let inspected;
+  try {
+    inspected = await stores.persistence.inspect(sessionId);
+  } catch (error) {
+    const missing = error instanceof Error && error.message === `session "${sessionId}" not found`;
+    return missing ? { sessionId, attached: false, found: false } : { sessionId, attached: false };
+  }
+  const header = inspected.meta ?? {};
+  if (typeof header.cwd !== "string") return { sessionId, attached: false, found: false };
+  const projections = fromMemory(() => stores.projectionCache?.cachedSnapshot(inspected.meta));
+  return { sessionId, attached: false, found: true, ...described(header, inspected.events ?? [], projections) };
+}
+async function sessionsOf(agents, stores, payload) {
+  return Promise.all(idsOf(payload).map(async (sessionId) => {
     const agent = agents.get(sessionId);
-    if (agent === void 0) return { sessionId, attached: false };
-    const header = agent.session.header ?? {};
-    let snapshot;
-    try {
-      snapshot = projections?.snapshot(agent.session);
-    } catch {
-      snapshot = void 0;
-    }
-    return {
-      sessionId,
-      attached: true,
-      running: agent.status === "running",
-      cwd: typeof header.cwd === "string" ? header.cwd : void 0,
-      agentPreset: presetOf(agent),
-      createdAt: typeof header.createdAt === "number" ? header.createdAt : void 0,
-      projections: snapshot
-    };
-  });
+    if (agent === void 0) return stored(sessionId, stores);
+    const projections = fromMemory(() => stores.projections?.snapshot(agent.session));
+    const live = { sessionId, attached: true, running: agent.status === "running" };
+    return { ...live, ...described(agent.session.header ?? {}, agent.session.events, projections) };
+  }));
 }
 
 // src/status.ts
@@ -965,7 +981,7 @@ async function handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries) {
   if (rpcEndpoint === "deliver" && deliveries !== void 0) return deliverRpc(endpoint, payload, signal, deliveries);
   if (rpcEndpoint === "sessions" && deliveries !== void 0) {
     try {
-      return { ok: true, value: { sessions: sessionsOf(deliveries.agents, deliveries.projections?.(), payload) } };
+      return { ok: true, value: { sessions: await sessionsOf(deliveries.agents, deliveries.stores?.() ?? {}, payload) } };
     } catch (error) {
       return rpcError("bad-request", error instanceof Error ? error.message : String(error));
     }
@@ -1559,8 +1575,12 @@ function apply(ctx, config = {}) {
     const freshRunAt = () => [...unattended].find(([id, allowed]) => !allowed.has("loop_create") && ctx.agents.get(id)?.status === "running")?.[0];
     const confirmations = new Confirmations();
     const stopLogged = ctx.on("session/event", (session, event) => confirmations.observe(session.id, event));
-    const projections = () => ctx.get?.("sessionProjections");
-    const deliveries = { agents: ctx.agents, restrict, freshRunAt, confirmations, projections };
+    const stores = () => ({
+      projections: ctx.get?.("sessionProjections"),
+      persistence: ctx.get?.("sessionPersistence"),
+      projectionCache: ctx.get?.("sessionProjectionCache")
+    });
+    const deliveries = { agents: ctx.agents, restrict, freshRunAt, confirmations, stores };
     const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) => handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries), { authority: "loopback" });
     void refresh();
     return async () => {

@@ -9,9 +9,10 @@
  *   from dshloop under that key (the channel's payload is never delivered), with `unattended: true`
  *   for a session dshloop made for a `new` run, and in `extraTools` the tools an operator added to
  *   its set (src/boundary.ts); answered once DSH has logged the message (confirm.ts), with its ID;
- * - `sessions {ids}` from dshloop: each session's live agent, if DSH has one loaded (sessions.ts):
- *   what dshloop would otherwise ask `subagent.list` (which reads every persisted session's header in
- *   rc.8) and the session's log for. Nothing DSH's own HTTP API does not already tell any local caller;
+ * - `sessions {ids}` from dshloop: each session's live agent, if DSH has one loaded, else its stored
+ *   log (sessions.ts): what dshloop would otherwise ask `subagent.list`, `session.history` and
+ *   `session.export` for, each of which reads every persisted session's header in rc.8 (for a cold
+ *   session). Nothing DSH's own HTTP API does not already tell any local caller;
  * - `cards {loopIds}` from DSH Web: what the loop cards of those loops show (cards.ts);
  * - `panel {op, …}` from DSH Web: the Loops panel's reads and a person's actions (panel.ts): dshloop's
  *   answer as the value, or `{refused: {code, message, field?}}` with dshloop's code, its sentence and
@@ -24,7 +25,7 @@ import type { Confirmations } from './confirm.ts'
 import { deliver, DeliverError, fetchDelivery, type LiveAgent, parseDeliverRequest, PLUGIN_NAME, ringKeyOf, whereIs } from './deliver.ts'
 import { callTool, DshloopError, type Endpoint } from './dshloop.ts'
 import { panelCall } from './panel.ts'
-import { type Projections, sessionsOf } from './sessions.ts'
+import { type SessionStores, sessionsOf } from './sessions.ts'
 import { panelUrl } from './status.ts'
 
 export interface RpcResult {
@@ -42,8 +43,8 @@ export interface Deliveries {
   freshRunAt?(): string | undefined
   /** The deliveries waiting for their message to be logged (fed by DSH's `session/event`). */
   readonly confirmations?: Confirmations
-  /** DSH's session projections (title, blank), when DSH provides them. */
-  projections?(): Projections | undefined
+  /** DSH's session stores the `sessions` endpoint reads (sessions.ts), each when DSH provides it. */
+  stores?(): SessionStores
 }
 
 export async function handleRpc(
@@ -60,7 +61,7 @@ export async function handleRpc(
   if (rpcEndpoint === 'deliver' && deliveries !== undefined) return deliverRpc(endpoint, payload, signal, deliveries)
   if (rpcEndpoint === 'sessions' && deliveries !== undefined) {
     try {
-      return { ok: true, value: { sessions: sessionsOf(deliveries.agents, deliveries.projections?.(), payload) } }
+      return { ok: true, value: { sessions: await sessionsOf(deliveries.agents, deliveries.stores?.() ?? {}, payload) } }
     } catch (error) {
       return rpcError('bad-request', error instanceof Error ? error.message : String(error))
     }

@@ -18,7 +18,7 @@ import { Confirmations } from './confirm.ts'
 import type { LiveAgent, LoggedEvent } from './deliver.ts'
 import { baseUrl, callTool, DshloopError, fetchCatalogue, type Json, parseCatalogue, type ToolDefinition } from './dshloop.ts'
 import { makeToken, OwnDshloop } from './own-dshloop.ts'
-import type { Projections } from './sessions.ts'
+import type { SessionStores } from './sessions.ts'
 import { type TakenToken, takeToken, TOKEN_FD_VARIABLE } from './token.ts'
 
 export const name = 'dshloop'
@@ -85,8 +85,12 @@ interface HostContext {
   on(event: 'tools/pre-execute', listener: (exec: ToolExecution, next: () => Promise<{ kind: string }>) => unknown): () => void
   /** Every event appended to any session's log, synchronously (dsh-session `Session.append`). */
   on(event: 'session/event', listener: (session: { readonly id: string }, event: LoggedEvent) => void): () => void
-  /** A service without injecting it (cordis): `sessionProjections`, the values `session.history` carries. */
-  get?(name: 'sessionProjections'): Projections | undefined
+  /** A service without injecting it (cordis), each as sessions.ts reads it. */
+  readonly get?: {
+    (name: 'sessionProjections'): SessionStores['projections']
+    (name: 'sessionPersistence'): SessionStores['persistence']
+    (name: 'sessionProjectionCache'): SessionStores['projectionCache']
+  }
   effect(body: () => Disposer | Promise<Disposer>, label: string): unknown
 }
 
@@ -298,8 +302,12 @@ export function apply(ctx: HostContext, config: Config = {}): void {
     // A delivery answers once DSH has logged its message (confirm.ts): told by every session event.
     const confirmations = new Confirmations()
     const stopLogged = ctx.on('session/event', (session, event) => confirmations.observe(session.id, event))
-    const projections = (): Projections | undefined => ctx.get?.('sessionProjections')
-    const deliveries = { agents: ctx.agents, restrict, freshRunAt, confirmations, projections }
+    const stores = (): SessionStores => ({
+      projections: ctx.get?.('sessionProjections'),
+      persistence: ctx.get?.('sessionPersistence'),
+      projectionCache: ctx.get?.('sessionProjectionCache'),
+    })
+    const deliveries = { agents: ctx.agents, restrict, freshRunAt, confirmations, stores }
     const stopRpc = ctx.connection.rpc.handle(RPC_CHANNEL, (rpcEndpoint, payload, signal) =>
       handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries), { authority: 'loopback' })
     void refresh()

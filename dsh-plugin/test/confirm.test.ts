@@ -95,11 +95,21 @@ test('where an occurrence is: logged, queued, cancelled when DSH stopped, or bef
   assert.deepEqual(deliver(agent, request), { status: 'already', delivery: 'next_turn', messageId: 'm-1' })
 })
 
-test('sessions: a loaded agent as dshloop reads it, any other as not attached', () => {
+test('sessions: a loaded agent as dshloop reads it, a stored one from its own log, an unknown one as not found', async () => {
   const { agent, events } = agentLogging('never')
   events.push({ type: 'agent-preset/selected', data: { agentPreset: 'plan' } })
-  const projections = { snapshot: () => ({ asOfSeq: 0, values: { title: 'Deploy' } }) }
-  const sessions = sessionsOf({ get: id => (id === 'ses_a' ? agent : undefined) }, projections, { ids: ['ses_a', 'ses_b', 'ses_a'] })
+  const stores = {
+    projections: { snapshot: () => ({ asOfSeq: 0, values: { title: 'Deploy' } }) },
+    projectionCache: { cachedSnapshot: (meta: any) => ({ asOfSeq: 3, values: { title: `cold ${meta.id}` } }) },
+    persistence: {
+      async inspect(id: string) {
+        if (id === 'ses_cold') return { meta: { id, cwd: '/cold', agentPreset: 'agent', createdAt: 7 }, events: [] }
+        if (id === 'ses_broken') throw new Error('disk on fire')
+        throw new Error(`session "${id}" not found`)
+      },
+    },
+  }
+  const sessions = await sessionsOf({ get: id => (id === 'ses_a' ? agent : undefined) }, stores, { ids: ['ses_a', 'ses_cold', 'ses_none', 'ses_broken', 'ses_a'] })
   assert.deepEqual(sessions, [
     {
       sessionId: 'ses_a',
@@ -110,7 +120,18 @@ test('sessions: a loaded agent as dshloop reads it, any other as not attached', 
       createdAt: 1_000,
       projections: { asOfSeq: 0, values: { title: 'Deploy' } },
     },
-    { sessionId: 'ses_b', attached: false },
+    {
+      sessionId: 'ses_cold',
+      attached: false,
+      found: true,
+      cwd: '/cold',
+      agentPreset: 'agent',
+      createdAt: 7,
+      projections: { asOfSeq: 3, values: { title: 'cold ses_cold' } },
+    },
+    { sessionId: 'ses_none', attached: false, found: false },
+    { sessionId: 'ses_broken', attached: false }, // not known either way: dshloop asks DSH itself
   ])
-  assert.throws(() => sessionsOf({ get: () => undefined }, undefined, { ids: 'ses_a' }), /ids/)
+  assert.deepEqual(await sessionsOf({ get: () => undefined }, {}, { ids: ['ses_b'] }), [{ sessionId: 'ses_b', attached: false }])
+  await assert.rejects(sessionsOf({ get: () => undefined }, {}, { ids: 'ses_a' }), /ids/)
 })

@@ -7,9 +7,10 @@ What maps to what:
 - the sessions (list_sessions) <- `session.list` (all sessions, attached and persisted, newest
   first), which grows with the profile: only the list a person or an agent asks for reads it.
 - one session (a delivery's target, a tool call's caller, a status) <- asked by its ID, never by
-  listing the profile. With the plugin: its `sessions` endpoint says which of them DSH has loaded,
-  with their status, projections, cwd and preset, one call for a whole batch; a session it has not
-  loaded is read from the tail of `session.history` (missing: `session-not-found`). Without it:
+  listing the profile. With the plugin: its `sessions` endpoint answers, one call for a whole batch,
+  from DSH's memory for a loaded session and from its own stored log for a cold one (status,
+  projections, cwd, preset; or not found), where DSH's `session.history` and `session.export` of a
+  cold session read every persisted header first (rc.8). Without it:
   that tail, `subagent.list {parentSessionId}` for a live agent (rc.8 reads every persisted header for
   it) and once per session and process `session.export`'s header (cwd, preset). The title is
   `projections.values.title`, DSH's own fold: a title the user set (`session.rename`) is pinned.
@@ -181,21 +182,28 @@ class DshHost:
         return sessions
 
     def _loaded(self, session_ids: list[str]) -> dict[str, dict]:
-        """The plugin's `sessions` answer for these sessions, a call per LOADED_CHUNK."""
+        """The plugin's `sessions` answer for these sessions, a call per LOADED_CHUNK. The header (cwd,
+        preset) of each it found and is no longer blank is kept, as `session.export`'s (_header)."""
         answers: dict[str, dict] = {}
         for start in range(0, len(session_ids), LOADED_CHUNK):
             answers.update(self.plugin.loaded(session_ids[start : start + LOADED_CHUNK]))
+        for session_id, found in answers.items():
+            item = loaded_item(found)
+            if item is not None and not item["blank"] and isinstance(item["cwd"], str):
+                self._headers[session_id] = {"cwd": item["cwd"], "agentPreset": item["agentPreset"], "blank": False}
         return answers
 
     def find(self, session_id: str, *, idle_if_not_loaded: bool = False) -> dict | None:
         """One session as `session.list` shows it, asked of DSH for that session alone. None when DSH
         has no such session. `idle_if_not_loaded`: a session DSH has not loaded is told idle rather
-        than asked (a delivery loads it itself)."""
+        than cold (a delivery loads it itself)."""
         if not is_identifier(session_id):
             return None  # no dshloop session has such an ID (as _items leaves them out)
         if self.plugin.abilities().sessions:
             found = self._loaded([session_id]).get(session_id, {})
-            if item := loaded_item(found):
+            if found.get("found") is False:
+                return None
+            if item := loaded_item(found, idle_if_stored=idle_if_not_loaded):
                 return item
             return self._from_log(session_id, attached=idle_if_not_loaded)
         return self._from_log(session_id, attached=True if idle_if_not_loaded else None)
@@ -222,17 +230,20 @@ class DshHost:
         return None if item is None else self._info(item)
 
     def get_sessions(self, session_ids: set[str]) -> dict[str, SessionInfo]:
-        """A delivery batch's targets (scheduler.targets.BatchView): with the plugin, one call for those
-        DSH has loaded; the others are read from their log and told `idle`, so a cold one is woken by
-        its delivery (dsh_delivery), side by side with the batch's others. What a person or an agent
-        asks (get_session) is told cold as it is."""
+        """A delivery batch's targets (scheduler.targets.BatchView): with the plugin, one call for all of
+        them, loaded or stored (any it cannot tell about are read from their log). One not loaded is
+        told `idle`, so a cold one is woken by its delivery (dsh_delivery), side by side with the
+        batch's others. What a person or an agent asks (get_session) is told cold as it is."""
         ids = sorted(session_id for session_id in session_ids if is_identifier(session_id))
-        loaded: dict[str, dict] = {}
+        answered: dict[str, dict] = {}
         if ids and self.plugin.abilities().sessions:
-            loaded = {sid: item for sid, found in self._loaded(ids).items() if (item := loaded_item(found))}
+            answered = self._loaded(ids)
 
         def lookup(session_id: str) -> SessionInfo | None:
-            item = loaded.get(session_id) or self._from_log(session_id, attached=True)
+            found = answered.get(session_id, {})
+            if found.get("found") is False:
+                return None
+            item = loaded_item(found, idle_if_stored=True) or self._from_log(session_id, attached=True)
             return None if item is None else self._info(item)
 
         found = side_by_side(ids, lookup, workers=LOOKUP_CONCURRENCY)

@@ -76,18 +76,21 @@ def header_of(exported: bytes) -> dict:
     return {**header, "agentPreset": preset, "blank": blank}
 
 
-def loaded_item(found: dict) -> dict | None:
-    """A session the plugin answered as loaded (dsh-plugin/src/sessions.ts), as `session.list` shows
-    it; None when it is not loaded, or the answer lacks DSH's projections (then its log is read)."""
+def loaded_item(found: dict, *, idle_if_stored: bool = False) -> dict | None:
+    """A session as the plugin answered it (dsh-plugin/src/sessions.ts), as `session.list` shows it:
+    loaded (attached), or read from its stored log (`found`: cold, or told idle with
+    `idle_if_stored`); None when the plugin could not tell, or the answer lacks DSH's projections
+    (then DSH's own calls are asked)."""
     projections = json_object(found.get("projections"))
     listed = json_object(json_object(projections.get("values")).get("sessionListMetadata"))
-    if found.get("attached") is not True or not listed:
+    attached = found.get("attached") is True
+    if not listed or not (attached or found.get("found") is True):
         return None
     last_prompt, created = listed.get("lastPromptAt"), found.get("createdAt")
     return {
         "sessionId": found["sessionId"],
-        "running": found.get("running") is True,
-        "attached": True,
+        "running": attached and found.get("running") is True,
+        "attached": attached or idle_if_stored,
         "blank": listed["blank"] if isinstance(listed.get("blank"), bool) else False,
         "updatedAt": last_prompt if isinstance(last_prompt, int) else created if isinstance(created, int) else None,
         "cwd": found.get("cwd"),

@@ -1,8 +1,9 @@
 """The DSH calls a delivery through dshloop's plugin costs, counted, in a real DSH whose profile holds
 many sessions (tests/sessions_app/test_dsh_profile_size.py counts the path without the plugin): a
 batch's look-up is one `sessions` call, a delivery into a loaded session one `deliver` call that
-answers once DSH has logged the message, a cold one adds its load; none lists the profile, asks
-`subagent.list` (every persisted session's header in rc.8) or reads a session's log."""
+answers once DSH has logged the message, a cold one adds its load; a cold session's status is one
+`sessions` call too; none lists the profile, asks `subagent.list` (every persisted session's header in
+rc.8) or reads a session's log."""
 
 from __future__ import annotations
 
@@ -86,6 +87,13 @@ def test_a_delivery_into_a_loaded_session_is_one_dsh_call_and_a_cold_one_four(
     assert dsh_calls == Counter({"deliver": 1, "sessions": 1}), dsh_calls
 
     plugin_dsh.restart()  # every session cold
+    dsh_calls.clear()
+    # A cold session, and one DSH does not have, told by the plugin from their stored logs (DSH's own
+    # session.history of a cold session reads every persisted session's header first, in rc.8).
+    cold_status = host.get_session(targets[2])
+    assert cold_status is not None and cold_status.status == "cold", cold_status
+    assert host.get_session("calls-none") is None
+    assert dsh_calls == Counter({"sessions": 2}), dsh_calls
     dsh_calls.clear()
     [cold] = host.deliver_many([message_for(targets[1], f"{targets[1]}@2")])
     assert isinstance(cold, Delivered), cold
