@@ -180,12 +180,12 @@ def run_hot_path(args) -> dict:
             cursor.execute("ANALYZE" if connection.vendor == "postgresql" else "SELECT 1")
         server0 = server_cpu()
         cpu0, t0 = time.process_time(), time.perf_counter()
-        # As the clock claims: on the embedded host the claim delivers what it can itself; the
+        # As the clock claims: on the embedded host the claim delivers its runs itself; the
         # delivery timed after it is of what it enqueued (none here).
         run_ids, delivered = [], 0
-        while (batch := claim_due(now=now, deliver=True)) or batch.delivered:
+        while (batch := claim_due(now=now, deliver=True)) or batch.recorded:
             run_ids += batch
-            delivered += batch.delivered
+            delivered += batch.recorded
         t1 = time.perf_counter()
         for i in range(0, len(run_ids), 250):
             deliver_runs(run_ids[i : i + 250], now=now)

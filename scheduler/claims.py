@@ -1,11 +1,19 @@
 """The clock's unit of work: claim due occurrences, and re-enqueue runs that need driving.
 
+An occurrence's life reads top to bottom here and in scheduler.delivery: claim (claim_due: the due
+loops locked, each one's catch-up decided, scheduler.catch_ups) -> resolve its target
+(scheduler.prepare) -> deliver -> record (scheduler.records, the one definition of what a run and
+its loop record). A host whose writes are rows of this database (Capabilities.transactional, the
+embedded host) has the clock's claim take all four steps in its own transaction: a run is inserted
+already recorded, its loop moved on and recorded in one UPDATE, its message inserted last. Any
+other host's runs are enqueued, in the claim's transaction, for a worker (scheduler.delivery
+.deliver_runs), which takes the same steps.
+
 Correctness rests on the unique occurrence key and on a claim that changes exactly one row:
 `SELECT … FOR UPDATE SKIP LOCKED` on PostgreSQL (so concurrent clocks take disjoint rows), a
 compare-and-swap UPDATE on SQLite (where row locks do not exist; IMMEDIATE transactions
 serialize writers). The delivery is enqueued on django-q2's ORM broker inside the same
-transaction, so a crash can neither lose nor double an occurrence (django-q2 #293); on the
-embedded host a clock's claim delivers what it can itself, the messages committing with the claim.
+transaction, so a crash can neither lose nor double an occurrence (django-q2 #293).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import time
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime
+from operator import attrgetter
 
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Min
@@ -27,26 +36,19 @@ from loops.events import SCHEDULER, record_event
 from loops.models import SCHEDULE_COLUMNS, EventKind, Loop, LoopRun, LoopState, RunStatus
 from loops.occurrence_log import log_occurrence
 from loops.queue import enqueue_deliveries
-from loops.runs import (
-    OPEN_STATUSES,
-    free_rows,
-    lease,
-    skip_reason,
-    skipped_occurrence_key,
-)
+from loops.runs import OPEN_STATUSES, free_rows, lease, skip_reason, skipped_occurrence_key
 from scheduler.catch_ups import advance, bound_fresh_run, deadline, finish_unsent, new_run
-from scheduler.claim_delivery import deliver_here, reclaim, record_delivered
-from scheduler.prepare import NotAsExpected
-from scheduler.rows import LOOP_COLUMNS, NEW_RUN_COLUMNS, NewRun
-from scheduler.stored_times import Repairs, earliest_deadline, in_stored_form, settle, stored, stores_text
+from scheduler.delivery import deliver_last, expected
+from scheduler.prepare import NotAsExpected, prepare_batch
+from scheduler.records import RUN_FIELDS, log_attempts, record_loops, settle_runs
+from scheduler.rows import LOOP_COLUMNS, NEW_RUN_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, NewRun, RunRow
 from scheduler.unattended import Capacity
 from sessions_app.hosts import get_host
-from sessions_app.hosts.base import Host, HostError
+from sessions_app.hosts.base import Host
 from sessions_app.models import ReservedTarget
 from timing import ends
 
 logger = logging.getLogger("dshloop.clock")
-delivery_logger = logging.getLogger("dshloop.delivery")  # a claim's own deliveries log as the others
 
 CLAIM_BATCH = 500  # loops per claim transaction: two delivery tasks (scheduler.tasks)
 HELP_SECONDS = 5.0  # the longest a task worker claims beside a clock (claim_burst)
@@ -55,10 +57,20 @@ HELP_SECONDS = 5.0  # the longest a task worker claims beside a clock (claim_bur
 RUN_COLUMNS = NEW_RUN_COLUMNS  # every column of a run, in the order a claim inserts them
 
 
-def _insert(runs: list[NewRun], *, skip_conflicts: bool = False) -> set[str]:
+_columns_of = attrgetter(*RUN_COLUMNS)
+# A recorded run's columns: what its record set (scheduler.records.RUN_FIELDS) in place of the claim's.
+_RECORDED = [(index, name) for index, name in enumerate(RUN_COLUMNS) if name in RUN_FIELDS]
+
+
+def _insert(runs: list[NewRun], *, skip_conflicts: bool = False, recorded: dict[str, RunRow] | None = None) -> set[str]:
     """INSERT the runs; returns the IDs of those inserted (see core.bulk.insert_rows). skip_conflicts:
-    a run whose occurrence key is taken is left out; any other conflict raises."""
-    rows = [[getattr(run, name) for name in RUN_COLUMNS] for run in runs]
+    a run whose occurrence key is taken is left out; any other conflict raises. `recorded`: the runs
+    a claim drove itself, by run ID, inserted as recorded."""
+    rows = [list(_columns_of(run)) for run in runs]
+    for run, row in zip(runs, rows, strict=True):
+        if recorded and (settled := recorded.get(run.run_id)) is not None:
+            for index, name in _RECORDED:
+                row[index] = getattr(settled, name)
     skip_on = ("occurrence_key",) if skip_conflicts else ()
     return insert_rows(LoopRun, RUN_COLUMNS, rows, skip_conflicts_on=skip_on)
 
@@ -88,35 +100,38 @@ _DELIVERY_FIELDS = [name for name in LOOP_COLUMNS if name not in _CLAIM_FIELDS]
 
 
 class Claimed(list[str]):
-    """The run IDs a claim enqueued to deliver; how many it delivered itself (claim_due's
-    `deliver`); and how many due `new` loops it left waiting for a free slot
-    (scheduler.unattended): while some wait, the clock polls for a freed slot."""
+    """The run IDs a claim enqueued for a worker; how many runs it drove itself (claim_due's
+    `deliver`: recorded delivered, failed, or to retry); and how many due `new` loops it left waiting
+    for a free slot (scheduler.unattended): while some wait, the clock polls for a freed slot."""
 
-    delivered = 0
+    recorded = 0
     waiting = 0
 
     @property
     def taken(self) -> int:
-        """The occurrences it took, enqueued or delivered: a full claim means more is due now."""
-        return len(self) + self.delivered
+        """The occurrences it took, enqueued or driven: a full claim means more is due now."""
+        return len(self) + self.recorded
 
 
 def claim_due(*, now: datetime, limit: int = CLAIM_BATCH, deliver: bool = False) -> Claimed:
     """Claim up to `limit` due loops in one short transaction; returns the run IDs it enqueued.
 
-    `deliver` (the clock's claims): on the embedded host, whose messages are rows in this database,
-    the claim delivers what it can itself, in its own transaction (deliver_here), and enqueues
-    only the rest."""
+    `deliver` (the clock's claims): on a host whose writes are rows of this database
+    (Capabilities.transactional), the claim resolves, delivers and records its runs itself, in its
+    own transaction (_Batch.write_delivered); a remote host's deliveries are side effects, never
+    made inside a claim: its runs are enqueued for a worker, as are everyone's without `deliver`."""
     capacity = Capacity(now)
     host = get_host() if deliver else None
     if host is not None and not host.capabilities.transactional:
-        host = None  # a remote host's deliveries are side effects: never inside a claim
+        host = None
     with transaction.atomic(durable=True):
         loops = _due_loops(now, limit, for_delivery=host is not None)
         runs, advanced, tally, misfired = [], [], Tally(), set()
         ended: list[tuple[Loop, str]] = []  # contract §16: loops this claim completed, and their bound
         for loop in loops:
             due_at = loop.next_at
+            if due_at is None or due_at > now:
+                continue  # due only as text: a deadline written by hand in another form, housekeeping's to repair
             try:
                 run, bound = advance(loop, now)
             except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
@@ -139,7 +154,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH, deliver: bool = False)
                 won = Loop.objects.filter(loop_id=loop.loop_id, state=LoopState.SCHEDULED, next_at=due_at).update(
                     state=loop.state, next_at=loop.next_at
                 )
-                if not won:  # another clock took it first (its deadline is in Django's form: no form mismatch)
+                if not won:  # another clock took it first
                     continue
             else:
                 advanced.append(loop)
@@ -148,7 +163,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH, deliver: bool = False)
             if run is not None:
                 runs.append(run)
         batch = _Batch(runs, advanced, ended, {loop.loop_id: loop for loop in loops}, tally, misfired, now)
-        delivered = batch.write_delivering(host) if host is not None else None
+        delivered = batch.write_delivered(host) if host is not None else None
         claimed = delivered if delivered is not None else batch.write()
         claimed.waiting = capacity.waiting
     return claimed
@@ -158,7 +173,8 @@ def claim_burst(*, seconds: float = HELP_SECONDS, batch: int = CLAIM_BATCH) -> i
     """A task worker's help with a burst that a clock found (scheduler.clock): claim as the clock
     does, beside it, until a claim is not full or `seconds` have passed (a worker has deliveries to
     run too); returns the occurrences claimed. Claims are safe side by side (SKIP LOCKED), so a
-    second claimer puts the other core to work while the first waits for PostgreSQL."""
+    second claimer puts the other core to work while the first waits for PostgreSQL. The same claim
+    as the clock's, for any host: on the embedded host it delivers, on any other it enqueues."""
     until, total = time.monotonic() + seconds, 0
     while True:
         claimed = claim_due(now=timezone.now(), limit=batch, deliver=True)
@@ -168,24 +184,22 @@ def claim_burst(*, seconds: float = HELP_SECONDS, batch: int = CLAIM_BATCH) -> i
 
 
 def _due_loops(now: datetime, limit: int, *, for_delivery: bool) -> list[Loop]:
-    """The due loops this claim takes, locked (PostgreSQL) and each with a deadline in Django's form."""
+    """The due loops this claim takes, locked (PostgreSQL). Uses loop_due_idx. A deadline written by
+    hand in another form (SQLite) is housekeeping's to repair (scheduler.stored_times), not the claim's."""
     fields = [*_CLAIM_FIELDS, *(_DELIVERY_FIELDS if for_delivery else ())]
-    due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at")
-    if not stores_text():
-        return list(free_rows(due.only(*fields))[:limit])
-    # Only deadlines in Django's form, whose text order is time order: the others wait for their
-    # repair (scheduler.stored_times), however many, and never hold up due work. Read as stored,
-    # not through Django's converter: an impossible date in that form ("2026-13-45 …") must not
-    # fail the batch.
-    loops = list(free_rows(stored(in_stored_form(due)).only(*(name for name in fields if name != "next_at")))[:limit])
-    repairs = Repairs()
-    raws = [(loop, loop.stored_next_at) for loop in loops]
-    moments = settle(raws, now=now, repairs=repairs)
-    repairs.log("claim")
-    settled: list[Loop] = [loop for loop in loops if loop.loop_id in moments]  # the others were set aside
-    for loop in settled:
-        loop.next_at = moments[loop.loop_id]
-    return settled
+    due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at").only(*fields)
+    return list(free_rows(due)[:limit])
+
+
+_open_columns_of = attrgetter(*OPEN_RUN_COLUMNS)
+_loop_columns_of = attrgetter(*LOOP_COLUMNS)
+
+
+def _run_row(run: NewRun, now: datetime) -> RunRow:
+    """A run just claimed, as its driver sees it once taken (scheduler.delivery._take)."""
+    row = RunRow(*_open_columns_of(run))
+    row.started_at = now
+    return row
 
 
 class _Batch:
@@ -205,71 +219,72 @@ class _Batch:
         self.tally, self.misfired, self.now = tally, misfired, now
 
     def write(self) -> Claimed:
-        """Write the claim: its runs are enqueued for the delivery path."""
-        return self._write(None)
-
-    def write_delivering(self, host: Host) -> Claimed | None:
-        """Write the claim, delivering on the embedded host what it can itself, in a savepoint: None
-        if that did not go as expected (undone: the caller writes the claim again with write())."""
-        counts = Counter(self.tally.counts)
-        try:
-            with transaction.atomic():
-                return self._write(host)
-        except Exception as exc:  # noqa: BLE001 - whatever it was, the delivery path finds the one that fails
-            if not isinstance(exc, NotAsExpected):
-                logger.warning("a claim delivering its runs raised (%s); enqueueing them instead", one_line(exc))
-            self.tally.counts = counts
-            for run in self.runs:
-                if run.status == RunStatus.DELIVERED:  # set so by deliver_here: back to claimed
-                    reclaim(run, self.now)
-            return None
-
-    def _write(self, host: Host | None) -> Claimed:
+        """Write the claim: its runs are enqueued for a worker to deliver (scheduler.delivery)."""
         now, tally, runs = self.now, self.tally, self.runs
-        here = deliver_here(runs, self.loops, host, now) if host is not None else {}
         # The unique occurrence key is the last guard against a double dispatch: a run that holds
         # one of these keys already (a restored backup, a next_at moved back by hand) keeps it,
         # and only the runs inserted here are delivered.
         inserted = _insert(runs, skip_conflicts=True)
-        for run in runs:
-            if run.run_id in here and run.run_id not in inserted:
-                del here[run.run_id]
-                reclaim(run, now)
-        delivered = {run.loop_id: run for run in runs if run.run_id in here}
-        update_rows(
-            Loop,
-            ("state", "next_at"),
-            [[loop.loop_id, loop.state, loop.next_at] for loop in self.advanced if loop.loop_id not in delivered],
-        )
-        record_delivered([self.loops[loop_id] for loop_id in delivered], now)
-        for loop, bound in self.ended:
-            changes = ends.ended_changes(
-                bound, ends_at=loop.ends_at, max_runs=loop.max_runs, runs_delivered=loop.runs_delivered, now=now
-            )
-            record_event(loop, EventKind.ENDED, SCHEDULER, at=now, changes=changes)
+        update_rows(Loop, ("state", "next_at"), [[loop.loop_id, loop.state, loop.next_at] for loop in self.advanced])
+        self._record_ended()
         skipped = _skip_taken(
             [run for run in runs if run.run_id not in inserted], self.loops, now, tally, self.misfired
         )
         _record_misfires(
             [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], self.loops, now, tally
         )
-        for run in delivered.values():
-            tally.finished(RunStatus.DELIVERED)
-            tally.delivered_late(run.scheduled_at, now)
         tally.missed(sum(run.missed for run in runs if run.run_id in inserted) + sum(run.missed for run in skipped))
-        tally.save()  # before the inbox locks (Tally.save)
+        tally.save()
         # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
         claimed = Claimed(run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED)
-        claimed.delivered = len(delivered)
         enqueue_deliveries(claimed)
-        if here and host is not None:
-            # Last, as a delivery's messages (scheduler.delivery): their inbox locks are held for the
-            # INSERT and the commit only.
-            if any(isinstance(result, HostError) for result in host.deliver_many(list(here.values()))):
-                raise NotAsExpected
-            for run in delivered.values():
-                log_occurrence(delivery_logger, logging.INFO, run, RunStatus.DELIVERED, now=now)
         return claimed
+
+    def write_delivered(self, host: Host) -> Claimed | None:
+        """Write the claim with its runs delivered here, in a savepoint: None if that did not go as
+        expected (undone: the caller writes the claim again with write(), and a worker's careful
+        order finds the run that fails, scheduler.delivery)."""
+        counts = Counter(self.tally.counts)
+        try:
+            with transaction.atomic():
+                return self._deliver(host)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the delivery path finds the one that fails
+            if not isinstance(exc, NotAsExpected):
+                logger.warning("a claim delivering its runs raised (%s); enqueueing them instead", one_line(exc))
+            self.tally.counts = counts
+            return None
+
+    def _deliver(self, host: Host) -> Claimed:
+        """resolve -> record -> deliver, the delivery path's own steps, on the runs as claimed: each
+        run is inserted once, already recorded; its loop moved on and recorded in one UPDATE; its
+        message inserted last (scheduler.delivery.deliver_last). Three rows an occurrence."""
+        now, tally = self.now, self.tally
+        rows = [_run_row(run, now) for run in self.runs if run.status == RunStatus.CLAIMED]
+        loops = {row.loop_id: DeliveryLoop(*_loop_columns_of(self.loops[row.loop_id])) for row in rows}
+        prepared = prepare_batch(rows, loops, host)
+        attempts = expected(prepared)  # as if the host takes every message, as a worker records them
+        settle_runs(attempts, now, tally)
+        if len(_insert(self.runs, skip_conflicts=True, recorded={row.run_id: row for row in rows})) < len(self.runs):
+            raise NotAsExpected  # an occurrence that has a run already: write() skips it, visibly
+        recorded = record_loops(attempts, loops, now, tally, moved_on=True)
+        moved = [[loop.loop_id, loop.state, loop.next_at] for loop in self.advanced if loop.loop_id not in recorded]
+        update_rows(Loop, ("state", "next_at"), moved)
+        self._record_ended()
+        _record_misfires([run for run in self.runs if run.status == RunStatus.SKIPPED], self.loops, now, tally)
+        tally.missed(sum(run.missed for run in self.runs))
+        tally.save()  # before the inbox locks (Tally.save)
+        deliver_last(host, prepared)
+        log_attempts(attempts, now)
+        claimed = Claimed()
+        claimed.recorded = len(attempts)
+        return claimed
+
+    def _record_ended(self) -> None:
+        for loop, bound in self.ended:
+            changes = ends.ended_changes(
+                bound, ends_at=loop.ends_at, max_runs=loop.max_runs, runs_delivered=loop.runs_delivered, now=self.now
+            )
+            record_event(loop, EventKind.ENDED, SCHEDULER, at=self.now, changes=changes)
 
 
 def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
@@ -293,8 +308,7 @@ def _skip_taken(
 ) -> list[NewRun]:
     """Occurrences that already have a run are skipped, visibly: a `skipped` run says why, and so
     does the loop, which goes on to its next occurrence (a one-shot has none: it is failed).
-    Returns the skipped runs inserted (copies: the claim's own runs stay as they were, should the
-    claim be written again, _Batch.write_delivering)."""
+    Returns the skipped runs inserted (copies: the claim's own runs stay as they were)."""
     skipped = []
     for taken_run in runs:
         taken = LoopRun.objects.filter(occurrence_key=taken_run.occurrence_key).values_list("run_id", "status").first()
@@ -335,18 +349,14 @@ def recover_runs(*, now: datetime, limit: int = CLAIM_BATCH) -> list[str]:
     return run_ids
 
 
-def next_wakeup(*, now: datetime | None = None, fresh_waiting: bool = False) -> datetime | None:
+def next_wakeup(*, fresh_waiting: bool = False) -> datetime | None:
     """The earliest moment the clock has work: a loop deadline or a run's retry time. With
-    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out.
-    `now`: the tick's, for what settling a stored deadline records (scheduler.stored_times)."""
+    `fresh_waiting`, due `new` loops wait for a free slot, not for their deadline: left out."""
     # Uses loop_due_idx and run_open_idx.
     scheduled = Loop.objects.filter(state=LoopState.SCHEDULED)
     if fresh_waiting:
         scheduled = scheduled.exclude(session_id=ReservedTarget.NEW)
-    if stores_text():
-        next_loop = earliest_deadline(scheduled, now=now or timezone.now())
-    else:
-        next_loop = scheduled.aggregate(at=Min("next_at"))["at"]
+    next_loop = scheduled.aggregate(at=Min("next_at"))["at"]
     next_retry = LoopRun.objects.filter(status__in=OPEN_STATUSES).aggregate(at=Min("retry_at"))["at"]
     moments = [moment for moment in (next_loop, next_retry) if moment is not None]
     return min(moments) if moments else None

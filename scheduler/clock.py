@@ -99,8 +99,7 @@ class Clock:
         # While `new` loops wait for a free slot, their deadlines are past: they are looked at every
         # CAPACITY_POLL (a turn's end is read from the host, not signalled), not at every tick.
         waiting = self.slots_checked_at is not None and time.monotonic() - self.slots_checked_at < CAPACITY_POLL
-        # Reads only (an idle tick takes no write lock), but for a stored deadline that names no moment.
-        wakeup = next_wakeup(now=now, fresh_waiting=waiting)
+        wakeup = next_wakeup(fresh_waiting=waiting)  # reads only: an idle tick takes no write lock
         if wakeup is not None and wakeup <= now:
             claimed = claim_due(now=now, limit=CLAIM_BATCH, deliver=True)
             recovered = recover_runs(now=now)
@@ -110,7 +109,7 @@ class Clock:
                 return 0.0  # more is due right now
             if len(recovered) >= CLAIM_BATCH:
                 return 0.0
-            wakeup = next_wakeup(now=now, fresh_waiting=bool(claimed.waiting))
+            wakeup = next_wakeup(fresh_waiting=bool(claimed.waiting))
         longest = MAX_SLEEP
         if self.slots_checked_at is not None:
             longest = max(CAPACITY_POLL - (time.monotonic() - self.slots_checked_at), MIN_SLEEP)

@@ -28,45 +28,28 @@ ran out may hide a message that was sent.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 
 from django.db import DatabaseError, transaction
-from django.db.models import Case, F, Q, QuerySet, Value, When
-from django.db.models.expressions import CombinedExpression
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from core.backoff import doubling
-from core.bulk import update_rows
 from core.errors import one_line
-from core.notify import CLOCK_MAX_SLEEP, notify_clocks
 from loops.counters import Tally
-from loops.models import ONE_SHOT_KINDS, Loop, LoopRun, LoopState, RunStatus
+from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.occurrence_log import log_occurrence
 from loops.runs import OPEN_STATUSES, free_rows
-from loops.services.ends import loops_end
-from scheduler.failures import after_failures, fresh_run_failed, locked_loops, take_outcome
 from scheduler.leases import lease_runs, still_leased
 from scheduler.prepare import Attempt, NotAsExpected, host_failed, prepare_batch, refused
+from scheduler.records import RUN_FIELDS, log_attempts, record_loops, settle_runs, write_runs
+from scheduler.records import backoff as backoff  # where the DSH outage tests read it
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import host_savepoint
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Delivered, Host, HostError, Message
-from timing import ends
 
 logger = logging.getLogger("dshloop.delivery")
-
-BACKOFF_BASE = timedelta(seconds=1)
-# A host that gives no answer is retried at this pace past attempt 5, until it answers: found
-# within 16 s of its return.
-BACKOFF_CAP = timedelta(seconds=16)
-
-
-def backoff(attempt: int) -> timedelta:
-    """1 s, 2 s, 4 s, 8 s, 16 s after attempts 1..5 (about 31 s of patience for a host that
-    answers with errors), then 16 s after each further attempt."""
-    return doubling(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP)
-
 
 PAUSED_FIRST = "The loop was paused before this occurrence started, so it was not delivered."
 
@@ -113,10 +96,6 @@ def _locked_loops(runs: list[RunRow]) -> QuerySet[Loop]:
     return Loop.objects.select_for_update().filter(loop_id__in={run.loop_id for run in runs}).order_by("loop_id")
 
 
-def _deliver(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host) -> list[Attempt]:
-    return _attempts(host, prepare_batch(runs, loops, host))
-
-
 def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> list[Attempt]:
     """Deliver the prepared messages; each run's attempt, in order."""
     pending = [(run, item) for run, item in prepared if isinstance(item, Message)]
@@ -128,39 +107,46 @@ def _attempts(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> l
     return [delivered[run.run_id] if isinstance(item, Message) else item for run, item in prepared]
 
 
-# What recording a run changes on its row (_settle): put back when records written first are undone.
-_SETTLED = ("status", "error", "retry_at", "finished_at", "lease_until")
+def expected(prepared: list[tuple[RunRow, Attempt | Message]]) -> list[Attempt]:
+    """Each run's attempt as if the host takes every message: what a transactional host's batch
+    records first, before its messages (deliver_last)."""
+    return [Attempt(run, delivered=True) if isinstance(item, Message) else item for run, item in prepared]
+
+
+def deliver_last(host: Host, prepared: list[tuple[RunRow, Attempt | Message]]) -> None:
+    """The messages of a batch recorded as expected, last: on the embedded host a message's inbox
+    number is taken under a lock on its session held to the commit (sessions_app.services
+    .inbox_deliver_many), so the lock covers only the INSERT and the commit, not the records too.
+    NotAsExpected if the host did not take one: the caller's savepoint undoes the batch."""
+    messages = [item for _, item in prepared if isinstance(item, Message)]
+    if messages and any(isinstance(result, HostError) for result in host.deliver_many(messages)):
+        raise NotAsExpected
 
 
 def _deliver_and_record(runs: list[RunRow], loops: dict[str, DeliveryLoop], host: Host, now: datetime) -> None:
-    """The embedded host, in the caller's transaction: the records first, the messages last.
-
-    A message's inbox number is taken under a lock on its session that the next delivery to that
-    session waits for until this transaction commits (sessions_app.services.inbox_deliver_many),
-    so the messages go last: the lock is held for their INSERT and the commit only, not for the
-    records too, and concurrent deliveries (several schedulers) that share sessions queue for less.
-    The records are written as if every message is taken, which the host's own answer to the
-    batch's target look-up has made nearly certain; if one is not (a session gone meanwhile, a
-    write the database refuses), the savepoint undoes records and messages together and the batch
-    is delivered first and recorded after, each message alone if need be (_deliver_isolating)."""
+    """The embedded host, in the caller's transaction: the records first, the messages last
+    (deliver_last). The records are written as if every message is taken, which the host's own
+    answer to the batch's target look-up has made nearly certain; if one is not (a session gone
+    meanwhile, a write the database refuses), the savepoint undoes records and messages together and
+    the batch is delivered first and recorded after, each message alone if need be
+    (_deliver_isolating)."""
     prepared = prepare_batch(runs, loops, host)
-    messages = [item for _, item in prepared if isinstance(item, Message)]
-    expected = [Attempt(run, delivered=True) if isinstance(item, Message) else item for run, item in prepared]
-    settled = [(run, [getattr(run, name) for name in _SETTLED]) for run in runs]
+    attempts = expected(prepared)
+    settled = [(run, [getattr(run, name) for name in RUN_FIELDS]) for run in runs]
+    trial = {loop_id: replace(loop) for loop_id, loop in loops.items()}  # record_loops counts on them
     try:
         with transaction.atomic():
-            _record(expected, loops, now, finish=False).save()  # before the inbox locks (Tally.save)
-            if messages and any(isinstance(result, HostError) for result in host.deliver_many(messages)):
-                raise NotAsExpected
+            _record(attempts, trial, now)  # its counters before the inbox locks (Tally.save)
+            deliver_last(host, prepared)
     except Exception as exc:  # noqa: BLE001 - whatever it was, the careful order finds the one that fails
         if not isinstance(exc, NotAsExpected):
             logger.warning("delivering a batch of %d raised (%s); delivering, then recording", len(runs), one_line(exc))
         for run, values in settled:
-            for name, value in zip(_SETTLED, values, strict=True):
+            for name, value in zip(RUN_FIELDS, values, strict=True):
                 setattr(run, name, value)
-        _record(_attempts(host, prepared), loops, now, after_inbox=True)
-        return
-    _log(expected, now)
+        attempts = _attempts(host, prepared)
+        _record(attempts, loops, now, after_inbox=True)
+    log_attempts(attempts, now)
 
 
 def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | HostError]:
@@ -187,153 +173,17 @@ def _deliver_isolating(host: Host, messages: list[Message]) -> list[Delivered | 
 
 
 def _record(
-    attempts: list[Attempt],
-    loops: dict[str, DeliveryLoop],
-    now: datetime,
-    *,
-    finish: bool = True,
-    after_inbox: bool = False,
-) -> Tally:
-    """Record a batch of attempts and update their loops; the caller holds the transaction and
-    the runs' rows (taken or still leased). Then the batch's metric counters and one log line per
-    occurrence, unless `finish` is False: the caller finishes with the Tally returned and _log.
-    `after_inbox`: the transaction took inbox locks (an embedded host's messages delivered first)."""
+    attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime, *, after_inbox: bool = False
+) -> None:
+    """Record a batch of attempts and their loops (scheduler.records), then the batch's metric
+    counters; the caller holds the transaction and the runs' rows (taken or still leased), and logs
+    the attempts once it commits. `after_inbox`: the transaction took inbox locks (an embedded host's
+    messages delivered first): the counters go to the shard kept for holders of inbox locks."""
     tally = Tally()
-    for attempt in attempts:
-        # A host may report the turn's end before the delivery is recorded (contract §10).
-        if attempt.run.outcome:
-            attempt.error = attempt.error or attempt.run.error
-        _settle(attempt, now)
-        if not attempt.retry:
-            tally.finished(attempt.run.status)
-        if attempt.delivered:
-            tally.delivered_late(attempt.run.scheduled_at, now)
-    update_rows(LoopRun, _RUN_FIELDS, [[o.run.run_id, *(getattr(o.run, f) for f in _RUN_FIELDS)] for o in attempts])
-    _update_loops(attempts, loops, now, tally)
-    if finish:
-        # After the messages of an embedded host's batch that did not go as expected: the shard kept
-        # for holders of inbox locks. A remote host's takes none: any shard, as the claims'.
-        tally.save(after_inbox=after_inbox)
-        _log(attempts, now)
-    return tally
-
-
-def _log(attempts: list[Attempt], now: datetime) -> None:
-    """One line per occurrence, as recorded."""
-    for attempt in attempts:
-        run = attempt.run
-        if attempt.retry:
-            log_occurrence(logger, logging.WARNING, run, "retrying", now=now, error=attempt.error)
-        else:
-            log_occurrence(logger, logging.INFO, run, run.status, now=now, error=attempt.error)
-
-
-_RUN_FIELDS = (
-    "status",
-    "error",
-    "retry_at",
-    "finished_at",
-    "lease_until",
-    "started_at",
-    "target_session_id",
-    "fallback",
-)
-
-
-def _settle(attempt: Attempt, now: datetime) -> None:
-    """Set a run's fields from its delivery attempt."""
-    run = attempt.run
-    if attempt.retry:
-        run.status, run.retry_at = RunStatus.CLAIMED, now + backoff(run.attempt)
-    else:
-        run.status = RunStatus.DELIVERED if attempt.delivered else RunStatus.FAILED
-        run.retry_at, run.finished_at = None, now
-    run.error, run.lease_until = attempt.error, None
-
-
-def _update_loops(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime, tally: Tally) -> None:
-    """One UPDATE per distinct result: a batch that all went well is one statement. What the
-    failure policy passes over is counted into the batch's `tally`."""
-    finished = [attempt for attempt in attempts if not attempt.retry]
-    by_result = defaultdict(list)
-    for attempt in finished:
-        by_result[attempt.run.status, attempt.error, attempt.run.manual].append(attempt.run.loop_id)
-    for (status, error, manual), loop_ids in by_result.items():
-        # spec §3: a delivered one-shot (`after`) loop is completed and leaves the active list; a failed one
-        # stays visible as failed. A manual run (run now) is not the loop's occurrence: it changes
-        # neither. A loop deleted meanwhile is simply not updated; a paused one stays paused.
-        after_state = LoopState.COMPLETED if status == RunStatus.DELIVERED else LoopState.FAILED
-        states = [] if manual else [When(kind__in=ONE_SHOT_KINDS, then=Value(after_state))]
-        Loop.objects.filter(loop_id__in=loop_ids).update(
-            last_run_at=now,
-            last_result=status,
-            last_error=error,
-            last_outcome="",
-            last_summary="",
-            state=Case(
-                *states,
-                When(state=LoopState.RUNNING, then=Value(LoopState.SCHEDULED)),
-                default=F("state"),
-            ),
-            **_delivered_changes(status, manual=manual),
-        )
-    _end_last_runs(finished, loops, now)
-    _apply_failure_policy([attempt.run for attempt in finished], now, tally)
-    soon = now + timedelta(seconds=CLOCK_MAX_SLEEP)
-    if any(
-        loop.kind not in ONE_SHOT_KINDS and loop.next_at and loop.next_at < soon
-        for loop in (loops.get(attempt.run.loop_id) for attempt in finished)
-        if loop
-    ):
-        # Claimable again soon: a clock sleeping past that deadline must wake up.
-        transaction.on_commit(notify_clocks)
-
-
-def _delivered_changes(status: str, *, manual: bool) -> dict[str, Value | CombinedExpression]:
-    """What a delivered scheduled run changes on its loop. It rides in the UPDATE that records the
-    run, which writes the loop's row once per occurrence anyway (its last result): no row of its
-    own. It ends the loop's failure streak, and counts the run (contract §16 runs_delivered): a loop
-    has at most one scheduled run open (it is `running` until that run is recorded), so each loop of
-    the UPDATE counts one. A manual run (run now) is an operator's test, not one of the loop's runs:
-    it counts towards nothing, as it changes no state."""
-    if manual or status != RunStatus.DELIVERED:
-        return {}
-    return {"consecutive_failures": Value(0), "runs_delivered": F("runs_delivered") + 1}
-
-
-def _end_last_runs(attempts: list[Attempt], loops: dict[str, DeliveryLoop], now: datetime) -> None:
-    """contract §16: a loop whose recorded run was its last is completed. Foreseen from the loop row
-    the batch read (no read or write for any other run): the run that brings runs_delivered to
-    max_runs, or, delivered or failed, the run whose loop's next occurrence lies past its ends_at
-    (the claim found it the last, scheduler.claims). loops_end checks each against its row, locked."""
-    ending = {}
-    for attempt in attempts:
-        run, loop = attempt.run, loops.get(attempt.run.loop_id)
-        if run.manual or loop is None or loop.kind in ONE_SHOT_KINDS:
-            continue
-        delivered = loop.runs_delivered + (1 if run.status == RunStatus.DELIVERED else 0)
-        if ends.runs_reached(delivered, loop.max_runs):
-            ending[loop.loop_id] = ends.MAX_RUNS
-        elif ends.past_end(loop.next_at, loop.ends_at):
-            ending[loop.loop_id] = ends.ENDS_AT
-    if ending:
-        loops_end(ending, now=now)
-
-
-def _apply_failure_policy(runs: list[RunRow], now: datetime, tally: Tally) -> None:
-    """Back off or pause loops whose scheduled run failed (scheduler.failures). The rare runs whose
-    turn's outcome the host reported before this record take it from the history instead."""
-    reported = {run.loop_id: run for run in runs if run.outcome}
-    failed = {run.loop_id: run for run in runs if run.status == RunStatus.FAILED and not run.outcome and not run.manual}
-    if not reported and not failed:
-        return
-    for loop in locked_loops([*reported, *failed]):
-        if loop.loop_id in reported:
-            take_outcome(loop, reported[loop.loop_id], now=now, tally=tally)
-        else:
-            run = failed[loop.loop_id]
-            after_failures(loop, loop.consecutive_failures + 1, run=run, error=run.error, now=now, tally=tally)
-            fresh_run_failed(loop, run, target=run.target or loop.session_id, error=run.error, now=now)
+    settle_runs(attempts, now, tally)
+    write_runs(attempts)
+    record_loops(attempts, loops, now, tally)
+    tally.save(after_inbox=after_inbox)
 
 
 def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
@@ -361,14 +211,15 @@ def deliver_runs(run_ids: list[str], *, now: datetime | None = None) -> int:
         lease_runs(runs, clock())
     if not runs:
         return skipped
-    attempts = _deliver(runs, loops, host)
+    attempts = _attempts(host, prepare_batch(runs, loops, host))
     with transaction.atomic(durable=True):
         ours = {run.run_id for run in still_leased(runs)}
         recorded = [attempt for attempt in attempts if attempt.run.run_id in ours]
-        # Runs, then loops, each in key order, as _take: the record's UPDATEs of the loops go by
-        # result, in the runs' order, and must not be the first to lock them.
-        list(_locked_loops([attempt.run for attempt in recorded]).values_list("loop_id", flat=True))
-        _record(recorded, loops, clock())
+        # Runs, then loops, each in key order, as _take; read again under the lock, so that the
+        # record counts on the loops as they are now (an operator may have paused one meanwhile).
+        locked = _locked_loops([attempt.run for attempt in recorded]).values_list(*LOOP_COLUMNS)
+        _record(recorded, {row[0]: DeliveryLoop(*row) for row in locked}, clock())
+    log_attempts(recorded, clock())
     return len(runs) + skipped
 
 

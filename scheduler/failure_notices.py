@@ -29,10 +29,10 @@ from core.timeutil import to_ms
 from loops.counters import Tally
 from loops.models import FailureEpisode, FailureEvent, NoticeStatus
 from loops.runs import lease
-from scheduler.delivery import backoff
 from scheduler.episodes import lease_pending
 from scheduler.message import Source, loop_message, message_summary
 from scheduler.prepare import MAX_ATTEMPTS
+from scheduler.records import backoff
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Host, HostError, Message
 from sessions_app.models import ReservedTarget, SessionStatus

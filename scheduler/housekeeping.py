@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from loops.services.ends import END_BATCH, end_passed_loops
 from scheduler.retention import Pruner
-from scheduler.stored_times import SETTLE_BATCH, Repairs, settle_step, stores_text
+from scheduler.stored_times import SETTLE_BATCH, Repairs, repair_all, settle_step, stores_text
 from sessions_app.hosts import get_host
 
 logger = logging.getLogger("dshloop.housekeeping")
@@ -84,8 +84,9 @@ class PruneJob:
 
 
 # How often deadlines written in another form are looked for (scheduler.stored_times): the clock
-# claims only rows in Django's form, so this bounds how late one due in truth fires. A pass that
-# finds none is one read, under no write lock.
+# reads plain next_at, so this bounds how late one written by hand while the scheduler runs fires
+# (those written before are repaired at start-up, startup_checks). A pass that finds none is one
+# read, under no write lock.
 SETTLE_INTERVAL_SECONDS = 10.0
 
 
@@ -150,6 +151,12 @@ def send_notices_step() -> bool:
     from scheduler.failure_notices import NOTICE_BATCH, send_notices
 
     return send_notices(limit=NOTICE_BATCH) >= NOTICE_BATCH
+
+
+def startup_checks() -> None:
+    """What `runloops` repairs before its clock starts: every deadline stored in another form
+    (scheduler.stored_times), so that the clock's queries read plain next_at from the first tick."""
+    repair_all(now=timezone.now(), by="deadline repair")
 
 
 def default_jobs() -> list[Job]:

@@ -12,11 +12,13 @@ claimed once it is due in truth), an unreadable one is set aside: the loop is pa
 UNREADABLE_REASON and an `auto_paused` event, which health reports as a problem until an operator
 resumes the loop (its next occurrence is then computed from now).
 
-The clock's queries (the claim and the deadline it sleeps to) read only the rows already in
-Django's form, whose text order is time order; the others are repaired by a housekeeping job in
-bounded steps (`settle_step`), a few statements each, between which the clock claims as usual.
-However many rows wait for repair, a due loop is claimed on time. What a pass repaired is logged
-as a summary, one line per kind of repair (`Repairs`); each set-aside loop has its own event.
+That is housekeeping's work, off the clock's path: `runloops` repairs every such row before its
+clock starts (repair_all, a start-up check), and a housekeeping job repairs those written while it
+runs, every few seconds, in bounded steps (`settle_step`), a few statements each, between which the
+clock claims as usual. The claim and the clock's wakeup query read plain `next_at`: a row written
+by hand while a scheduler runs waits for the next pass, at the latest, to be claimed in truth.
+What a pass repaired is logged as a summary, one line per kind of repair (`Repairs`); each
+set-aside loop has its own event.
 """
 
 from __future__ import annotations
@@ -153,35 +155,20 @@ def _set_aside(loops: list[Loop], *, now: datetime) -> None:
 
 
 def _in_stored_form(table: str, *, negate: bool = False) -> str:
-    """A WHERE clause: the row's next_at is text in Django's form (or, negated, anything else)."""
+    """A WHERE clause: the row's next_at is text in Django's form naming a real moment (or, negated,
+    anything else). SQLite reads its date back through julianday: "2026-02-30 …" comes back as
+    March, "2026-06-02 09:99:00" as NULL, so neither passes for Django's form."""
     forms = " OR ".join(f"{table}.next_at GLOB '{form}'" for form in _STORED_FORMS)
-    clause = f"(typeof({table}.next_at) = 'text' AND ({forms}))"
+    seconds = f"substr({table}.next_at, 1, 19)"
+    clause = f"(typeof({table}.next_at) = 'text' AND ({forms}) AND datetime(julianday({seconds})) IS {seconds})"
     return f"NOT {clause}" if negate else clause
 
 
 def in_stored_form(loops: QuerySet[Loop], *, negate: bool = False) -> QuerySet[Loop]:
     """The loops whose stored next_at is text in Django's form (negated: in any other form). Their
-    text order is time order: what the clock's queries may compare and sort."""
+    text order is time order, and Django's converter reads them: what the clock's queries expect."""
     table = connection.ops.quote_name(Loop._meta.db_table)
     return loops.extra(where=[_in_stored_form(table, negate=negate)])
-
-
-def earliest_deadline(scheduled: QuerySet[Loop], *, now: datetime) -> datetime | None:
-    """The earliest deadline of the `scheduled` loops in Django's form (the first in loop_due_idx's
-    order); the others are the repair's (settle_step) and must not keep the clock awake. None when
-    there is none. A text of that shape that names no moment ("2026-00-01 00:00:00") would stand
-    first for ever and hide every deadline after it: it is set aside here, a rare write on the
-    clock's read path, and the next one looked at."""
-    while True:
-        first = stored(in_stored_form(scheduled)).order_by("next_at").values_list("loop_id", "stored_next_at").first()
-        if first is None:
-            return None
-        moment = parse_stored(first[1])
-        if moment is not None:
-            return moment
-        repairs = Repairs()
-        _settle_loops(in_stored_form(scheduled), [first[0]], now=now, repairs=repairs)
-        repairs.log("clock")
 
 
 def settle_step(*, now: datetime, repairs: Repairs | None = None, limit: int = SETTLE_BATCH) -> bool:
@@ -206,3 +193,13 @@ def _settle_loops(candidates: QuerySet[Loop], loop_ids: list[str], *, now: datet
     with transaction.atomic(durable=True):
         loops = list(stored(candidates.filter(loop_id__in=loop_ids)).only("loop_id", "revision"))
         settle([(loop, loop.stored_next_at) for loop in loops], now=now, repairs=repairs)
+
+
+def repair_all(*, now: datetime, by: str) -> Repairs:
+    """Every deadline stored in another form, settled (step by step) and logged as `by`: the check
+    `runloops` makes before its clock starts. A no-op where deadlines are typed."""
+    repairs = Repairs()
+    while settle_step(now=now, repairs=repairs):
+        pass
+    repairs.log(by)
+    return repairs

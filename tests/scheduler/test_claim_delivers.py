@@ -1,8 +1,9 @@
-"""A clock's claim on the embedded host delivers its runs itself, in the claim's transaction
-(scheduler.claims, `deliver`): a recurring loop's occurrence into a session that exists is claimed,
-delivered and recorded in one go, with the loop written once, and nothing is left for a worker.
-What needs the delivery path (a fresh session, a one-shot, a loop's last run, a target gone, a
-message the database refuses) is enqueued exactly as before, and ends as it would have."""
+"""A clock's claim on the embedded host (Capabilities.transactional) delivers its runs itself, in the
+claim's transaction, through the delivery path's own steps (resolve, record, deliver: scheduler
+.delivery and scheduler.records): a recurring loop's occurrence into a session that exists is
+claimed, delivered and recorded in one go, with the run and the loop each written once, and nothing
+is left for a worker. A one-shot, a loop's last run and a target gone end as a worker would end them;
+a message the database refuses sends the whole claim to a worker, which fails that one alone."""
 
 from __future__ import annotations
 
@@ -18,10 +19,6 @@ from sessions_app.services import session_upsert
 from tests.conftest import T0, after, create_loop, every, s
 from tests.scheduler.test_delivery_isolation import REFUSAL, _refuse_inbox_inserts_for
 
-# What a delivered occurrence leaves on its loop and its run, however it was delivered.
-LOOP_FIELDS = ("state", "next_at", "last_run_at", "last_result", "last_error", "runs_delivered", "consecutive_failures")
-RUN_FIELDS = ("status", "attempt", "missed", "target_session_id", "started_at", "finished_at", "retry_at", "error")
-
 
 def _claim(at, *, deliver=True):
     with time_machine.travel(at, tick=False):
@@ -33,45 +30,37 @@ def _sessions(*session_ids):
         session_upsert(session_id=session_id, changes={"status": "idle"})
 
 
-def _ended_as(loop_id):
-    loop = Loop.objects.values(*LOOP_FIELDS).get(loop_id=loop_id)
-    run = LoopRun.objects.filter(loop_id=loop_id).values(*RUN_FIELDS, "occurrence_key").get()
-    return loop, run
+def test_a_claim_delivers_a_recurring_occurrence_itself_and_records_it(db):
+    _sessions("ses_a")
+    loop = create_loop(every(60), target="ses_a", prompt="Check A", at=T0)
+    Loop.objects.filter(loop_id=loop.loop_id).update(consecutive_failures=2)  # a streak it ends
 
-
-def test_a_claim_delivers_a_recurring_occurrence_itself_exactly_as_the_delivery_path_does(db):
-    _sessions("ses_a", "ses_b")
-    here = create_loop(every(60), target="ses_a", prompt="Check A", at=T0)
-    there = create_loop(every(60), target="ses_b", prompt="Check B", at=T0)
-    Loop.objects.filter(loop_id=there.loop_id).update(consecutive_failures=2)  # a streak it ends
-    Loop.objects.filter(loop_id=here.loop_id).update(consecutive_failures=2)
-
-    # The same occurrence, one loop through each path: a claim that delivers, and claim + worker.
-    Loop.objects.filter(loop_id=there.loop_id).update(state=LoopState.PAUSED)
     claimed = _claim(T0 + s(61))
-    assert (list(claimed), claimed.delivered) == ([], 1)
+    assert (list(claimed), claimed.recorded) == ([], 1)
     assert not OrmQ.objects.exists()  # nothing for a worker
-    Loop.objects.filter(loop_id=there.loop_id).update(state=LoopState.SCHEDULED)
-    slow = _claim(T0 + s(61), deliver=False)
-    assert len(slow) == 1 and slow.delivered == 0
-    deliver_runs(slow, now=T0 + s(61))
 
-    (loop_a, run_a), (loop_b, run_b) = _ended_as(here.loop_id), _ended_as(there.loop_id)
-    assert loop_a == loop_b
-    assert loop_a["runs_delivered"] == 1 and loop_a["consecutive_failures"] == 0
-    assert loop_a["state"] == LoopState.SCHEDULED and loop_a["next_at"] == T0 + s(120)
-    assert {**run_a, "target_session_id": "", "occurrence_key": ""} == {
-        **run_b,
-        "target_session_id": "",
-        "occurrence_key": "",
-    }
-    assert (run_a["status"], run_a["target_session_id"], run_a["attempt"]) == (RunStatus.DELIVERED, "ses_a", 1)
+    stored = Loop.objects.get(loop_id=loop.loop_id)
+    assert (stored.state, stored.next_at, stored.last_run_at) == (LoopState.SCHEDULED, T0 + s(120), T0 + s(61))
+    assert (stored.last_result, stored.last_error, stored.runs_delivered, stored.consecutive_failures) == (
+        RunStatus.DELIVERED,
+        "",
+        1,
+        0,
+    )
+    run = LoopRun.objects.get(loop_id=loop.loop_id)
+    assert (run.status, run.target_session_id, run.attempt, run.error) == (RunStatus.DELIVERED, "ses_a", 1, "")
+    assert (run.started_at, run.finished_at, run.retry_at, run.scheduled_at) == (
+        T0 + s(61),
+        T0 + s(61),
+        None,
+        T0 + s(60),
+    )
     [message] = InboxMessage.objects.filter(session_id="ses_a")
-    assert message.occurrence_key == run_a["occurrence_key"]
-    assert message.text == loop_message(loop_id=here.loop_id, prompt="Check A")
+    assert message.occurrence_key == run.occurrence_key
+    assert message.text == loop_message(loop_id=loop.loop_id, prompt="Check A")
 
 
-def test_a_claim_counts_and_logs_its_deliveries_as_the_delivery_path(db, caplog):
+def test_a_claim_counts_and_logs_its_deliveries(db, caplog):
     from loops.counters import read_counters
 
     _sessions("ses_a")
@@ -84,7 +73,7 @@ def test_a_claim_counts_and_logs_its_deliveries_as_the_delivery_path(db, caplog)
     assert f"loop={loop.loop_id}" in line and "outcome=delivered" in line
 
 
-def test_what_needs_the_delivery_path_is_enqueued_and_delivered_there(db):
+def test_one_shots_last_runs_and_targets_gone_end_in_the_claim_as_a_worker_ends_them(db):
     _sessions("ses_a", "ses_gone")
     once = create_loop(after(60), target="ses_a", at=T0)  # a one-shot completes its loop
     last = create_loop(every(60), target="ses_a", at=T0)
@@ -94,17 +83,21 @@ def test_what_needs_the_delivery_path_is_enqueued_and_delivered_there(db):
     SessionHeader.objects.filter(session_id="ses_gone").delete()
 
     claimed = _claim(T0 + s(61))
-    assert claimed.delivered == 1
-    by_loop = dict(LoopRun.objects.filter(run_id__in=claimed).values_list("loop_id", "status"))
-    assert by_loop == {loop.loop_id: RunStatus.CLAIMED for loop in (once, last, gone)}
-    assert LoopRun.objects.get(loop_id=ordinary.loop_id).status == RunStatus.DELIVERED
-
-    deliver_runs(list(claimed), now=T0 + s(61))
+    assert (list(claimed), claimed.recorded) == ([], 4)
+    by_loop = dict(LoopRun.objects.values_list("loop_id", "status"))
+    assert by_loop == {
+        once.loop_id: RunStatus.DELIVERED,
+        last.loop_id: RunStatus.DELIVERED,
+        gone.loop_id: RunStatus.FAILED,
+        ordinary.loop_id: RunStatus.DELIVERED,
+    }
     states = dict(Loop.objects.values_list("loop_id", "state"))
     assert states[once.loop_id] == LoopState.COMPLETED
     assert states[last.loop_id] == LoopState.COMPLETED
     assert states[gone.loop_id] == LoopState.SCHEDULED
+    assert states[ordinary.loop_id] == LoopState.SCHEDULED
     assert "ses_gone" in LoopRun.objects.get(loop_id=gone.loop_id).error
+    assert Loop.objects.get(loop_id=gone.loop_id).consecutive_failures == 1  # the failure policy, as a worker's
 
 
 def test_a_message_the_database_refuses_sends_the_whole_claim_down_the_delivery_path(db):
@@ -116,7 +109,7 @@ def test_a_message_the_database_refuses_sends_the_whole_claim_down_the_delivery_
     _refuse_inbox_inserts_for("ses_bad")
 
     claimed = _claim(T0 + s(61))
-    assert (len(claimed), claimed.delivered) == (2, 0)
+    assert (len(claimed), claimed.recorded) == (2, 0)
     assert not InboxMessage.objects.exists()
     assert set(LoopRun.objects.values_list("status", flat=True)) == {RunStatus.CLAIMED}
     assert Loop.objects.filter(runs_delivered=0, last_result="").count() == 2
@@ -128,7 +121,7 @@ def test_a_message_the_database_refuses_sends_the_whole_claim_down_the_delivery_
     assert Loop.objects.get(loop_id=good.loop_id).runs_delivered == 1
     # While the session refuses, each claim with it goes the delivery path: slower, never stalled.
     claimed = _claim(T0 + s(121))
-    assert (len(claimed), claimed.delivered) == (2, 0)
+    assert (len(claimed), claimed.recorded) == (2, 0)
     deliver_runs(list(claimed), now=T0 + s(121))
     assert LoopRun.objects.filter(loop_id=good.loop_id, status=RunStatus.DELIVERED).count() == 2
 
@@ -142,7 +135,7 @@ def test_an_occurrence_that_has_a_run_already_is_skipped_and_not_delivered_again
     Loop.objects.filter(loop_id=loop.loop_id).update(next_at=T0 + s(60))
 
     claimed = _claim(T0 + s(62))
-    assert (list(claimed), claimed.delivered) == ([], 0)
+    assert (list(claimed), claimed.recorded) == ([], 0)
     skipped = LoopRun.objects.exclude(run_id=first.run_id).get(loop_id=loop.loop_id)
     assert skipped.status == RunStatus.SKIPPED and first.run_id in skipped.error
     assert InboxMessage.objects.filter(session_id="ses_a").count() == 1

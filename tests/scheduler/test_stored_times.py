@@ -1,8 +1,10 @@
-"""Deadlines stored in another form on SQLite (scheduler.stored_times): the clock is never starved.
+"""Deadlines stored in another form on SQLite (scheduler.stored_times): repaired off the clock's path.
 
 Rows are written with raw SQL, as a hand edit or another tool would, in forms Django does not
-write: ISO with "T" and "Z", an offset, an integer, garbage. On PostgreSQL the column is typed, so
-only the no-op of the sweep is checked there.
+write: ISO with "T" and "Z", an offset, an integer, garbage. The claim and the clock's wakeup read
+plain next_at; housekeeping's repair (and `runloops` at start-up) brings each row into Django's form
+or sets it aside, and from then on the loop is claimed in truth. On PostgreSQL the column is typed,
+so only the no-op of the sweep is checked there.
 """
 
 from __future__ import annotations
@@ -104,16 +106,29 @@ def test_a_readable_deadline_not_due_in_truth_is_rewritten_and_not_claimed(loops
 
 
 @sqlite_only
-def test_rows_to_repair_at_the_head_of_the_queue_do_not_hold_up_a_due_loop(loops):
+def test_rows_repaired_at_the_head_of_the_queue_do_not_hold_up_a_due_loop(loops):
     """More rows than a claim batch sort before the due loop as text (integers sort before every
-    text; an offset west of UTC reads earlier than its moment): the first claim takes the due loop."""
+    text; an offset west of UTC reads earlier than its moment): once housekeeping's pass has run,
+    the first claim takes the due loop."""
     *bad, good = loops(7)
     for loop in bad[:3]:
         write_next_at(loop, 1748858400)
     for loop in bad[3:]:
         write_next_at(loop, "2025-06-02 09:00:00-12:00")  # due to text; 21:00 UTC in truth
+    assert settle_step(now=T0 + s(61)) is False
     assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in claim(T0 + s(61), limit=5)] == [good.loop_id]
-    assert {stored_next_at(loop) for loop in bad[3:]} == {"2025-06-02 09:00:00-12:00"}  # the repair's to do
+    assert {stored_next_at(loop) for loop in bad[3:]} == {django_form(datetime(2025, 6, 2, 21, tzinfo=UTC))}
+
+
+@sqlite_only
+def test_a_row_due_only_as_text_is_not_claimed_before_its_repair(loops):
+    """Between a hand edit and housekeeping's next pass, the claim reads the row as Django reads it
+    and leaves a deadline that is not due in truth alone."""
+    [loop] = loops()
+    write_next_at(loop, "2025-06-02 09:00:00-12:00")  # due to text; 21:00 UTC in truth
+    assert claim(T0 + s(61)) == []
+    assert stored_next_at(loop) == "2025-06-02 09:00:00-12:00"
+    assert Loop.objects.get(pk=loop.pk).state == LoopState.SCHEDULED
 
 
 @sqlite_only
@@ -137,44 +152,57 @@ def test_unreadable_rows_are_set_aside_each_with_its_event(loops):
 
 
 @sqlite_only
-def test_an_impossible_date_in_djangos_form_is_set_aside_by_the_claim_with_a_summary(loops, caplog):
-    """Its text has Django's shape, so the claim reads it; it names no moment, so the claim sets it
-    aside (and logs one line for the batch) and the rest of the batch fires."""
+@pytest.mark.parametrize("raw", ["2025-06-02 09:99:00", "2025-00-01 00:00:00", "2025-02-30 10:00:00"])
+def test_an_impossible_date_in_djangos_form_is_set_aside_by_the_repair_with_a_summary(loops, raw, caplog):
+    """Its text has Django's shape but names no moment (Django's converter cannot read it): the
+    repair sets it aside, logs one line for the pass, and the clock then wakes for the real deadline
+    and claims the rest."""
     *bad, good = loops(3)
     for loop in bad:
-        write_next_at(loop, "2025-06-02 09:99:00")
-    with caplog.at_level(logging.DEBUG, logger="dshloop.clock"):
-        assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in claim(T0 + s(61))] == [good.loop_id]
+        write_next_at(loop, raw)
+    job = SettleJob()
+    with time_machine.travel(T0 + s(61), tick=False), caplog.at_level(logging.DEBUG, logger="dshloop.clock"):
+        assert job.step() is False
+        assert next_wakeup() == T0 + s(60)
+    assert [LoopRun.objects.get(run_id=run_id).loop_id for run_id in claim(T0 + s(61))] == [good.loop_id]
     assert {Loop.objects.get(pk=loop.pk).pause_reason for loop in bad} == {UNREADABLE_REASON}
+    assert LoopEvent.objects.filter(loop_id__in=[loop.loop_id for loop in bad], kind="auto_paused").count() == 2
     [summary] = [record for record in caplog.records if record.levelno >= logging.WARNING]
-    assert summary.getMessage().startswith("claim: 2 loop(s) had a next_at that is not a timestamp and were paused")
+    assert summary.getMessage().startswith("deadline repair: 2 loop(s) had a next_at that is not a timestamp")
 
 
 @sqlite_only
-def test_the_clock_wakes_for_the_real_deadline_beside_an_unreadable_one(loops):
+def test_the_clock_wakes_for_the_real_deadline_once_an_unreadable_one_is_set_aside(loops):
     bad, good = loops(2)
-    write_next_at(bad, "soon")  # above every date as text: hidden from the due query
+    write_next_at(bad, "soon")  # above every date as text
+    write_next_at(good, "2025-06-02T10:01:00Z")
     with time_machine.travel(T0, tick=False):
+        settle_step(now=T0)
         assert next_wakeup() == T0 + s(60)
     write_next_at(good, 1748858400)
     with time_machine.travel(T0, tick=False):
+        settle_step(now=T0)
         assert next_wakeup() is None  # neither names a moment the clock can sleep to: its longest sleep
 
 
 @sqlite_only
-@pytest.mark.parametrize("raw", ["2025-00-01 00:00:00", "2025-02-30 10:00:00"])
-def test_an_impossible_date_first_in_the_clocks_queue_is_set_aside_and_hides_no_deadline(loops, raw, caplog):
-    """In Django's shape, so the deadline query reads it, and first in its order: left there, it
-    hid every deadline after it (the clock slept its longest and never claimed)."""
-    bad, good = loops(2)
-    write_next_at(bad, raw)
-    with time_machine.travel(T0 + s(120), tick=False), caplog.at_level(logging.WARNING, logger="dshloop.clock"):
-        assert next_wakeup(now=T0 + s(120)) == T0 + s(60)
-    bad.refresh_from_db()
-    assert (bad.state, bad.pause_reason, bad.paused_at) == (LoopState.PAUSED, UNREADABLE_REASON, T0 + s(120))
-    assert LoopEvent.objects.filter(loop_id=bad.loop_id, kind="auto_paused").count() == 1
-    assert [record.getMessage()[:50] for record in caplog.records] == [
-        "clock: 1 loop(s) had a next_at that is not a times"
+def test_runloops_start_up_check_repairs_every_row_before_the_clock_starts(loops, caplog):
+    """What `runloops` runs before its clock (scheduler.housekeeping.startup_checks): every row, one
+    summary line per kind."""
+    from scheduler.housekeeping import startup_checks
+
+    made = loops(5)
+    for loop in made[:3]:
+        write_next_at(loop, "2025-06-02T10:00:30Z")
+    write_next_at(made[3], "2025-02-30 10:00:00")
+    with time_machine.travel(T0, tick=False), caplog.at_level(logging.WARNING, logger="dshloop.clock"):
+        startup_checks()
+        assert next_wakeup() == T0 + s(30)
+    assert {stored_next_at(loop) for loop in made[:3]} == {django_form(T0 + s(30))}
+    assert Loop.objects.get(pk=made[3].pk).pause_reason == UNREADABLE_REASON
+    assert [record.getMessage()[:60] for record in caplog.records] == [
+        "deadline repair: 3 loop(s) had next_at stored in another for",
+        "deadline repair: 1 loop(s) had a next_at that is not a times",
     ]
 
 

@@ -4,7 +4,8 @@ More due rows than one claim batch hold next_at in forms Django does not write (
 an integer, garbage), written by hand as another tool would. The same batch must not come back on
 every tick while nothing else fires: the readable ones fire once and are stored in Django's form,
 the unreadable ones are set aside (paused with an event each, one summary line in the log, a
-health problem), and an ordinary loop created after them fires on time.
+health problem), and an ordinary loop created after them fires on time. `runloops` repairs them before
+its clock's first tick (scheduler.housekeeping.startup_checks).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """A real `runloops` on SQLite repairs 20,000 deadlines stored in other forms without holding up due work.
 
 The rows are written with raw SQL, as another tool would, in forms Django does not write: ISO with
-"T" and "Z", "+08:00" and "-12:00" offsets, integers. An ordinary loop falls due a few seconds after
-the scheduler starts, while the repair is under way: it fires on time, and the log says what the
-repair did in a few summary lines, not one line per row. The unreadable loops still each get their
-`auto_paused` event (what an operator reads per loop).
+"T" and "Z", "+08:00" and "-12:00" offsets, integers. `runloops` repairs them before its clock's
+first tick (scheduler.housekeeping.startup_checks; the claim and the wakeup read plain next_at). An
+ordinary loop falls due a second after the scheduler is ready: it fires on time, and the log says
+what the repair did in a few summary lines, not one line per row. The unreadable loops still each
+get their `auto_paused` event (what an operator reads per loop).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def test_an_ordinary_loop_fires_on_time_while_20000_stored_deadlines_are_repaire
     assert not_in_djangos_form() == sum(COUNTS.values()) + DUE_IN_TRUTH
 
     [scheduler] = schedulers.start_ready(1)
-    deadline = timezone.now() + timedelta(seconds=1)  # while the repair is under way
+    deadline = timezone.now() + timedelta(seconds=1)
     Loop.objects.filter(loop_id=ordinary).update(next_at=deadline)
 
     run = wait_for(

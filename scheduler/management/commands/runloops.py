@@ -138,8 +138,9 @@ class Command(BaseCommand):
         # Imported after the fork too: a forked process's RSS counts every page its parent had, and
         # the cluster's processes never run the clock or housekeeping.
         from scheduler.clock import Clock
-        from scheduler.housekeeping import Housekeeper, default_jobs, webhook_jobs
+        from scheduler.housekeeping import Housekeeper, default_jobs, startup_checks, webhook_jobs
 
+        startup_checks()
         # Started after the fork of the cluster's processes, so that none of them inherits them.
         housekeeper = Housekeeper(stop, jobs=default_jobs())
         housekeeper.start()
