@@ -22,6 +22,34 @@ from bench.processes import BASE_DIR, stop_children_on_exit
 from bench.sizes import FULL, QUICK, Sizes
 
 SECTIONS = ("limit", "B1", "B2", "B3", "B4")
+# How each section's part of the report begins (bench.report): a run of some sections only rewrites
+# those parts of the existing report and leaves everything else (the other sections, B5, the notes
+# written by hand) as it was.
+HEADINGS = {"limit": "## Physical limit", "B1": "## B1 ", "B2": "## B2 ", "B3": "## B3 ", "B4": "## B4 "}
+
+
+def _parts(report: str) -> list[str]:
+    """The report cut before each `## ` heading (the first part is what precedes the first)."""
+    parts, start = [], 0
+    for index in range(1, len(report)):
+        if report.startswith("## ", index) and report[index - 1] == "\n":
+            parts.append(report[start:index])
+            start = index
+    return [*parts, report[start:]]
+
+
+def splice(existing: str, rendered: str, sections: list[str]) -> str:
+    """`existing` with the parts of `sections` taken from `rendered`; a part it lacks goes before
+    `## Reproduce` (or at the end)."""
+    prefixes = [HEADINGS[section] for section in sections]
+    fresh = {prefix: part for part in _parts(rendered) for prefix in prefixes if part.startswith(prefix)}
+    out = []
+    for part in _parts(existing):
+        prefix = next((prefix for prefix in prefixes if part.startswith(prefix)), None)
+        if prefix is None and part.startswith("## Reproduce"):
+            out.extend(fresh.pop(prefix) for prefix in list(fresh))
+        out.append(fresh.pop(prefix, part) if prefix is not None else part)
+    return "".join([*out, *fresh.values()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +138,10 @@ def run_sections(sizes: Sizes, quick: bool, only: list[str], output: Path, *, ke
                     system.conn.close()
             for database in db.ALL_DATABASES:
                 db.drop(database)
-    output.write_text(report.render(run.results))
+    rendered = report.render(run.results)
+    if set(only) != set(SECTIONS) and output.exists():
+        rendered = splice(output.read_text(), rendered, only)
+    output.write_text(rendered)
     log(f"bench: done in {(time.monotonic() - started) / 60:.1f} min; wrote {output}")
     return 0
 
