@@ -80,7 +80,10 @@ def test_the_committed_plugin_installs_with_dsh_plugin_add_and_loads_without_a_b
     nowhere = f"http://127.0.0.1:{free_port()}"
     dsh = DshHost(install, home, env={**stub_model.env(), "DSHLOOP_URL": nowhere}).start()
     try:
-        assert hello(dsh) == {"ok": True, "value": {"plugin": "dshloop", "deliver": True}}
+        assert hello(dsh) == {
+            "ok": True,
+            "value": {"plugin": "dshloop", "deliver": True, "confirm": True, "sessions": True},
+        }
         dsh.call("session.create", {"sessionId": "ses-installed", "cwd": str(tmp_path)})
         answer = agent_calls(dsh, "ses-installed", "loop_list", {})
         assert answer.is_error and f"dshloop is not reachable at {nowhere}" in answer.text, answer.text
