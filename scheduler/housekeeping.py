@@ -155,8 +155,14 @@ def send_notices_step() -> bool:
 
 def startup_checks() -> None:
     """What `runloops` repairs before its clock starts: every deadline stored in another form
-    (scheduler.stored_times), so that the clock's queries read plain next_at from the first tick."""
-    repair_all(now=timezone.now(), by="deadline repair")
+    (scheduler.stored_times), so that the clock's queries read plain next_at from the first tick.
+    A database that cannot be reached now does not stop the scheduler: the clock waits for it, and
+    housekeeping's first pass repairs what this could not."""
+    try:
+        repair_all(now=timezone.now(), by="deadline repair")
+    except DatabaseError as exc:
+        logger.warning("the start-up repair of stored deadlines could not run (%s); housekeeping's pass will", exc)
+        connection.close()
 
 
 def default_jobs() -> list[Job]:
