@@ -71,3 +71,34 @@ def test_rows_the_claim_cannot_take_do_not_starve_a_real_scheduler(schedulers, m
     assert sorted(events.values_list("loop_id", flat=True)) == sorted(garbage)
     log = schedulers.started[0].output()
     assert "deadline repair: 20 loop(s) had a next_at that is not a timestamp and were paused" in log
+
+
+def test_rows_written_by_hand_while_it_runs_are_repaired_by_housekeeping_then_fire(schedulers, make_session):
+    """The claim and the clock's wakeup read plain next_at: a row written by hand while the scheduler
+    runs waits for housekeeping's next pass (every SETTLE_INTERVAL_SECONDS), then fires once; an
+    integer the clock's queries cannot read is set aside by that pass, and the loops go on firing."""
+    from scheduler.housekeeping import SETTLE_INTERVAL_SECONDS
+
+    make_session("ses_a", status="idle")
+    ordinary = create_loop(every(1), target="ses_a", prompt="tick").loop_id
+    iso_due = create_loop(every(3600), target="ses_a").loop_id
+    garbage = create_loop(every(3600), target="ses_a").loop_id
+    [scheduler] = schedulers.start_ready(1)
+
+    written_at = timezone.now()
+    write_next_at([iso_due], (written_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    write_next_at([garbage], 1748858400)
+    wait_for(
+        lambda: LoopRun.objects.filter(loop_id=iso_due, status="delivered").exists(),
+        timeout=2 * SETTLE_INTERVAL_SECONDS + 10,
+        message="the loop written by hand to fire after the repair",
+    )
+    assert LoopRun.objects.filter(loop_id=iso_due).count() == 1
+    assert Loop.objects.get(loop_id=garbage).pause_reason == UNREADABLE_REASON
+    after_repair = timezone.now()
+    wait_for(
+        lambda: LoopRun.objects.filter(loop_id=ordinary, status="delivered", scheduled_at__gt=after_repair).exists(),
+        timeout=10,
+        message="the ordinary loop to go on firing",
+    )
+    assert "deadline repair: 1 loop(s) had a next_at that is not a timestamp" in scheduler.output()
