@@ -3,7 +3,8 @@ claim's transaction, through the delivery path's own steps (resolve, record, del
 .delivery and scheduler.records): a recurring loop's occurrence into a session that exists is
 claimed, delivered and recorded in one go, with the run and the loop each written once, and nothing
 is left for a worker. A one-shot, a loop's last run and a target gone end as a worker would end them;
-a message the database refuses sends the whole claim to a worker, which fails that one alone."""
+a message the database refuses sends the whole claim to a worker, which fails that one alone. A full
+claim asks one task worker to take the same claim beside the clock (claim_burst), on PostgreSQL."""
 
 from __future__ import annotations
 
