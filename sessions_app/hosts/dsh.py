@@ -75,8 +75,8 @@ class DshHost:
     label = "DSH"
     capabilities = Capabilities(
         # A batch's messages go to DSH side by side (dsh_delivery.deliver_many, CONCURRENCY at a time):
-        # a larger batch keeps more of a burst in flight at once with the queue's two workers.
-        delivery_batch=64,
+        # with the queue's two workers, 200 due together are all in DSH at once (B5).
+        delivery_batch=100,
         transactional=False,
         turn_outcomes=True,
         workspaces=True,

@@ -41,7 +41,7 @@ CONFIRM_POLL = 0.2  # the careful path's history reads while it waits for the me
 # Deliveries one batch makes at once, into distinct sessions: each mostly waits for DSH to log its
 # message, which DSH does for many sessions at once. As large as a batch (dsh.DshHost's
 # delivery_batch): a batch's deliveries make no database connection of their own (deliver_many).
-CONCURRENCY = 64
+CONCURRENCY = 100
 # Without a plugin that confirms, each delivery polls the session's log until its message is there:
 # fewer at once, or the polls crowd DSH's one thread.
 CAREFUL_CONCURRENCY = 16

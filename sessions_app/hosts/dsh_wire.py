@@ -64,7 +64,7 @@ class DshClient:
         # One pool per process: scheduler workers are forked, and a pool must not cross a fork.
         if self._client is None or self._pid != os.getpid():
             # A delivery batch's calls go side by side (dsh_delivery.CONCURRENCY): each keeps its connection.
-            limits = httpx.Limits(max_connections=100, max_keepalive_connections=64)
+            limits = httpx.Limits(max_connections=128, max_keepalive_connections=100)
             self._client = httpx.Client(base_url=self.base_url, timeout=self.timeout, limits=limits)
             self._pid = os.getpid()
         return self._client
