@@ -131,7 +131,7 @@ class DshHost:
 
     def _info(self, item: dict, *, with_status: bool = True) -> SessionInfo:
         session_id = item["sessionId"]
-        # A session looked up by its ID (_find) says whether it is attached; a listed one is asked.
+        # A session looked up by its ID (find) says whether it is attached; a listed one is asked.
         attached = item["attached"] if "attached" in item else with_status and self._attached(session_id)
         if item.get("running"):
             status = SessionStatus.RUNNING
@@ -177,6 +177,11 @@ class DshHost:
     def list_sessions(self, *, limit: int) -> list[SessionInfo]:
         # session.list has no limit parameter (DSH-HOST.md §9): it is sliced here, newest first.
         items = sorted(self._items(), key=lambda item: item.get("updatedAt") or 0, reverse=True)[:limit]
+        if items and self.plugin.abilities().sessions:  # which of them have a live agent: one call
+            answered = self._loaded([item["sessionId"] for item in items])
+            items = [
+                {**item, "attached": answered.get(item["sessionId"], {}).get("attached") is True} for item in items
+            ]
         sessions = [self._info(item) for item in items]
         self._cache(sessions)
         return sessions

@@ -86,6 +86,11 @@ def test_a_delivery_into_a_loaded_session_is_one_dsh_call_and_a_cold_one_four(
     assert status is not None and status.status in ("idle", "running")
     assert dsh_calls == Counter({"deliver": 1, "sessions": 1}), dsh_calls
 
+    dsh_calls.clear()
+    listed = host.list_sessions(limit=20)  # what a person or an agent asks for: the profile's list
+    assert len(listed) == 20 and all(session.status in ("idle", "running", "cold") for session in listed)
+    assert dsh_calls == Counter({"session.list": 1, "sessions": 1}), dsh_calls  # live agents: one call
+
     plugin_dsh.restart()  # every session cold
     dsh_calls.clear()
     # A cold session, and one DSH does not have, told by the plugin from their stored logs (DSH's own
