@@ -16,6 +16,7 @@ import pytest
 from loops.models import LoopRun, RunStatus
 from sessions_app.hosts.base import HostError, Message
 from sessions_app.hosts.dsh import DshHost
+from sessions_app.hosts.dsh_plugin import Abilities
 from tests.conftest import after, create_loop, every
 from tests.processes import wait_for
 from tests.stub_model import text_of
@@ -133,3 +134,20 @@ def test_a_fresh_run_is_offered_loop_making_tools_only_when_the_operator_allows(
     assert {"loop_list", "list_sessions", "check_session_status"} <= offered
     making = {"loop_create", "loop_delete"} & offered
     assert making == ({"loop_create", "loop_delete"} if may_create else set()), offered
+
+
+def test_a_plugin_that_does_not_confirm_is_delivered_through_with_the_history_read_back(plugin_dsh, dshloop, workspace):
+    """An older plugin (its hello without `confirm`, e.g. DSH not yet restarted after an upgrade):
+    the log is read before the ring and after it, as without the plugin, and nothing is sent twice."""
+    plugin_dsh.call("session.create", {"sessionId": "ses-older", "cwd": str(workspace)})
+    host = DshHost(plugin_dsh.url, cwd=str(workspace))
+    host.plugin._abilities = Abilities(deliver=True)
+    host.plugin._checked_at = time.monotonic() + 3600  # not asked again during the test
+    message = message_for("ses-older", "loop_older@1000", summary="older")
+
+    [result] = host.deliver_many([message])
+    [again] = host.deliver_many([message])
+
+    assert not isinstance(result, HostError) and not isinstance(again, HostError), (result, again)
+    assert result.message_id == again.message_id
+    assert len(plugin_dsh.loop_messages("ses-older", key="loop_older@1000")) == 1
