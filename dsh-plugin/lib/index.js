@@ -1019,6 +1019,7 @@ async function handleRpc(endpoint, rpcEndpoint, payload, signal, deliveries) {
 }
 async function deliverRpc(endpoint, payload, signal, deliveries) {
   let logged;
+  const rung = Date.now();
   try {
     const body = await fetchDelivery(endpoint, ringKeyOf(payload), signal);
     const request2 = parseDeliverRequest(body);
@@ -1027,7 +1028,7 @@ async function deliverRpc(endpoint, payload, signal, deliveries) {
     logged = request2.confirmMs > 0 ? deliveries.confirmations?.expect(request2.sessionId, request2.key) : void 0;
     const answer = deliver(agent, request2);
     if (answer.messageId !== void 0 || logged === void 0 || agent === void 0) return { ok: true, value: answer };
-    const messageId = await logged.within(request2.confirmMs, signal) ?? loggedId(agent, request2);
+    const messageId = await logged.within(request2.confirmMs - (Date.now() - rung), signal) ?? loggedId(agent, request2);
     return { ok: true, value: messageId === void 0 ? answer : { ...answer, messageId } };
   } catch (error) {
     if (error instanceof DeliverError) return rpcError(error.code, error.message);

@@ -104,6 +104,7 @@ export async function handleRpc(
 
 async function deliverRpc(endpoint: Endpoint, payload: unknown, signal: AbortSignal, deliveries: Deliveries): Promise<RpcResult> {
   let logged: ReturnType<Confirmations['expect']> | undefined
+  const rung = Date.now() // confirmMs counts from the ring: dshloop's call has a timeout of its own
   try {
     // The ring names a key only; the message is what dshloop offers under it (deliver.ts).
     const body = await fetchDelivery(endpoint, ringKeyOf(payload), signal)
@@ -114,7 +115,7 @@ async function deliverRpc(endpoint: Endpoint, payload: unknown, signal: AbortSig
     logged = request.confirmMs > 0 ? deliveries.confirmations?.expect(request.sessionId, request.key) : undefined
     const answer = deliver(agent, request)
     if (answer.messageId !== undefined || logged === undefined || agent === undefined) return { ok: true, value: answer }
-    const messageId = (await logged.within(request.confirmMs, signal)) ?? loggedId(agent, request)
+    const messageId = (await logged.within(request.confirmMs - (Date.now() - rung), signal)) ?? loggedId(agent, request)
     return { ok: true, value: messageId === undefined ? answer : { ...answer, messageId } }
   } catch (error) {
     if (error instanceof DeliverError) return rpcError(error.code, error.message)

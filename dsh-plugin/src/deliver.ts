@@ -38,7 +38,7 @@ export interface DeliverRequest {
   readonly notice: boolean
   /** DSH epoch ms no message of this occurrence can predate (its scheduled time, less a margin): 0, the whole log. */
   readonly since: number
-  /** How long to wait for the message to be logged before answering (ms; 0: do not wait). */
+  /** How long after the ring to wait for the message to be logged before answering (ms; 0: do not wait). */
   readonly confirmMs: number
 }
 
