@@ -83,8 +83,9 @@ lint: $(TEST_STAMP)
 	scripts/build-dsh-plugin.sh "$(DSH_DIR)" lint
 
 # Benchmarks against django-q2's Schedule and pgbench, written to docs/BENCHMARKS.md:
-# ~50 min on a quiet machine. `make bench QUICK=1` runs tiny sizes in ~7 min to check the harness.
-# `make bench DSH=1` runs B5 alone, delivery into a real DSH (DSHLOOP_DSH_DIR), ~10 min (QUICK=1: ~1).
+# ~50 min on a quiet machine, then B5, delivery into a real DSH, where one is installed (`make dsh`;
+# DSHLOOP_DSH_DIR), ~10 min. `make bench QUICK=1` runs tiny sizes in ~8 min to check the harness.
+# `make bench DSH=1` runs B5 alone (QUICK=1: ~1 min).
 bench: $(RUN_STAMP)
 	$(PY) -m bench.run $(if $(QUICK),--quick) $(if $(DSH),--dsh) $(BENCH_ARGS)
 

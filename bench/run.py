@@ -3,8 +3,9 @@ PostgreSQL, written to docs/BENCHMARKS.md (raw numbers in var/bench/).
 
 Full size takes about 50 minutes; run it on a quiet machine (nothing else on the two cores).
 --quick runs tiny sizes with one repetition in about 7 minutes, to check the harness.
---dsh runs B5 alone, delivery into a real DSH (bench/dsh_delivery.py), and rewrites only its section
-(with --quick, not even that: its section goes beside the raw results in var/bench/).
+B5, delivery into a real DSH (bench/dsh_delivery.py), runs last, in a process of its own, when a DSH
+is installed (`make dsh`; DSHLOOP_DSH_DIR); --dsh runs it alone. It rewrites only its section (with
+--quick, not even that: its section goes beside the raw results in var/bench/).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -22,6 +24,8 @@ from bench.processes import BASE_DIR, stop_children_on_exit
 from bench.sizes import FULL, QUICK, Sizes
 
 SECTIONS = ("limit", "B1", "B2", "B3", "B4")
+# B5 needs a DSH and a database of its own: a process of its own after the others (--dsh alone).
+DSH_SECTION = "B5"
 # How each section's part of the report begins (bench.report): a run of some sections only rewrites
 # those parts of the existing report and leaves everything else (the other sections, B5, the notes
 # written by hand) as it was.
@@ -56,7 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (checks the harness)")
     parser.add_argument("--reps", type=int, help="repetitions (default 3, or 1 with --quick)")
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument(
+        "--only",
+        default=",".join([*SECTIONS, DSH_SECTION]),
+        help=f"comma-separated subset of {','.join([*SECTIONS, DSH_SECTION])}",
+    )
     parser.add_argument("--output", default=str(BASE_DIR / "docs" / "BENCHMARKS.md"))
     parser.add_argument("--keep-databases", action="store_true", help="leave the bench databases for inspection")
     parser.add_argument("--render", metavar="RESULTS_JSON", help="only rewrite the report from a saved results.json")
@@ -86,9 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.output).write_text(report.render(json.loads(Path(args.render).read_text())))
         return 0
     only = [section.strip() for section in args.only.split(",") if section.strip()]
-    unknown = set(only) - set(SECTIONS)
+    unknown = set(only) - {*SECTIONS, DSH_SECTION}
     if unknown:
-        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {SECTIONS}")
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {(*SECTIONS, DSH_SECTION)}")
 
     missing = [tool for tool in ("psql", "pgbench") if shutil.which(tool) is None]
     if missing:
@@ -99,7 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else FULL
     if args.reps:
         sizes = replace(sizes, reps=args.reps)
-    return run_sections(sizes, args.quick, only, Path(args.output), keep_databases=args.keep_databases)
+    code = 0
+    if set(only) & set(SECTIONS):
+        code = run_sections(sizes, args.quick, only, Path(args.output), keep_databases=args.keep_databases)
+    if code == 0 and DSH_SECTION in only:
+        code = run_dsh_beside(args)
+    return code
+
+
+def run_dsh_beside(args: argparse.Namespace) -> int:
+    """B5 after the others, so that one `make bench` reports B1 and B5 from one run; skipped, with
+    how to have it, where no DSH is installed."""
+    from tests.dsh import configured_dsh_dir, dsh_dir
+
+    if dsh_dir() is None:
+        print(f"B5 skipped: no DSH installed in {configured_dsh_dir()} (`make dsh`, or DSHLOOP_DSH_DIR)")
+        return 0
+    command = [sys.executable, "-m", "bench.run", "--dsh", "--output", args.output]
+    if args.quick:
+        command.append("--quick")
+    if args.keep_databases:
+        command.append("--keep-databases")
+    return subprocess.call(command, cwd=BASE_DIR)
 
 
 def run_sections(sizes: Sizes, quick: bool, only: list[str], output: Path, *, keep_databases: bool) -> int:

@@ -55,8 +55,9 @@ def render(results: dict) -> str:
         if section:
             parts.append(section)
     parts.append(
-        "## Reproduce\n\n    make bench            # full size, ~50 min; on a quiet machine\n"
-        "    make bench QUICK=1    # tiny sizes, ~7 min: checks the harness\n\n"
+        "## Reproduce\n\n    make bench            # full size, ~50 min; then B5 where a DSH is installed, ~10 min\n"
+        "    make bench QUICK=1    # tiny sizes, ~8 min: checks the harness\n"
+        "    make bench DSH=1      # B5 alone\n\n"
         "Raw numbers per repetition and scheduler logs: `var/bench/<date>/`."
     )
     return "\n\n".join(parts) + "\n"
