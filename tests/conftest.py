@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+from collections import Counter
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -412,3 +414,28 @@ def make(api, make_session):
         return response.json()
 
     return create
+
+
+@pytest.fixture
+def dsh_calls(monkeypatch) -> Counter:
+    """Every call dshloop's DSH adapter makes, by RPC method or GET path, from any thread: what a
+    delivery or a look-up costs DSH's one thread."""
+    from sessions_app.hosts.dsh_wire import DshClient
+
+    calls: Counter = Counter()
+    lock = threading.Lock()
+    call, get = DshClient.call, DshClient.get
+
+    def counted_call(self, method, payload, **kwargs):
+        with lock:
+            calls[method] += 1
+        return call(self, method, payload, **kwargs)
+
+    def counted_get(self, path, params):
+        with lock:
+            calls[path] += 1
+        return get(self, path, params)
+
+    monkeypatch.setattr(DshClient, "call", counted_call)
+    monkeypatch.setattr(DshClient, "get", counted_get)  # session.export: a session's header
+    return calls

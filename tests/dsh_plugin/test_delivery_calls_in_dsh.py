@@ -7,7 +7,6 @@ rc.8) or reads a session's log."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,35 +14,12 @@ import pytest
 
 from sessions_app.hosts.base import Delivered, Message
 from sessions_app.hosts.dsh import DshHost
-from sessions_app.hosts.dsh_wire import DshClient
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
 
 PROFILE = 100  # sessions in the profile besides the ones the test delivers into
 # Calls that grow with the profile or read a session's log: none on the plugin's hot path.
 NEVER = ("session.list", "subagent.list", "session.history")
-
-
-@pytest.fixture
-def dsh_calls(monkeypatch) -> Counter:
-    """Every call dshloop's DSH adapter makes, by method (or path), from any thread."""
-    calls: Counter = Counter()
-    lock = threading.Lock()
-    call, get = DshClient.call, DshClient.get
-
-    def counted_call(self, method, payload, **kwargs):
-        with lock:
-            calls[method] += 1
-        return call(self, method, payload, **kwargs)
-
-    def counted_get(self, path, params):
-        with lock:
-            calls[path] += 1
-        return get(self, path, params)
-
-    monkeypatch.setattr(DshClient, "call", counted_call)
-    monkeypatch.setattr(DshClient, "get", counted_get)
-    return calls
 
 
 def message_for(session_id: str, key: str) -> Message:

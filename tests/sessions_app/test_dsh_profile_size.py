@@ -5,8 +5,6 @@ deliveries into distinct sessions go to DSH side by side, each still once, in or
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -19,7 +17,6 @@ from scheduler.delivery import deliver_runs
 from scheduler.message import loop_message
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Delivered, Message
-from sessions_app.hosts.dsh_wire import DshClient
 from tests.conftest import ApiClient, every
 
 pytestmark = [pytest.mark.process, pytest.mark.dsh, pytest.mark.django_db(transaction=True)]
@@ -39,28 +36,6 @@ def on_dsh(dsh, settings, tmp_path):
             )
         )
     return dsh, work
-
-
-@pytest.fixture
-def dsh_calls(monkeypatch) -> Counter:
-    """Every call dshloop's DSH adapter makes, by method (or path), from any thread."""
-    calls: Counter = Counter()
-    lock = threading.Lock()
-    call, get = DshClient.call, DshClient.get
-
-    def counted_call(self, method, payload, **kwargs):
-        with lock:
-            calls[method] += 1
-        return call(self, method, payload, **kwargs)
-
-    def counted_get(self, path, params):
-        with lock:
-            calls[path] += 1
-        return get(self, path, params)
-
-    monkeypatch.setattr(DshClient, "call", counted_call)
-    monkeypatch.setattr(DshClient, "get", counted_get)  # session.export: a session's header
-    return calls
 
 
 def test_a_delivery_a_caller_check_and_a_status_never_list_the_profile(on_dsh, dsh_calls, tools_token):
