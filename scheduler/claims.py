@@ -42,6 +42,7 @@ from scheduler.delivery import deliver_last, expected
 from scheduler.prepare import NotAsExpected, prepare_batch
 from scheduler.records import RUN_FIELDS, log_attempts, record_loops, settle_runs
 from scheduler.rows import LOOP_COLUMNS, NEW_RUN_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, NewRun, RunRow
+from scheduler.stored_times import in_clock_form
 from scheduler.unattended import Capacity
 from sessions_app.hosts import get_host
 from sessions_app.hosts.base import Host
@@ -130,8 +131,7 @@ def claim_due(*, now: datetime, limit: int = CLAIM_BATCH, deliver: bool = False)
         ended: list[tuple[Loop, str]] = []  # contract §16: loops this claim completed, and their bound
         for loop in loops:
             due_at = loop.next_at
-            if due_at is None or due_at > now:
-                continue  # due only as text: a deadline written by hand in another form, housekeeping's to repair
+            assert due_at is not None  # next_at <= now
             try:
                 run, bound = advance(loop, now)
             except Exception as exc:  # noqa: BLE001 - any bad row must not block the batch
@@ -185,10 +185,11 @@ def claim_burst(*, seconds: float = HELP_SECONDS, batch: int = CLAIM_BATCH) -> i
 
 def _due_loops(now: datetime, limit: int, *, for_delivery: bool) -> list[Loop]:
     """The due loops this claim takes, locked (PostgreSQL). Uses loop_due_idx. A deadline written by
-    hand in another form (SQLite) is housekeeping's to repair (scheduler.stored_times), not the claim's."""
+    hand in another form (SQLite) is not seen here until housekeeping has repaired it
+    (scheduler.stored_times): read as it is, it could stop every claim."""
     fields = [*_CLAIM_FIELDS, *(_DELIVERY_FIELDS if for_delivery else ())]
-    due = Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now).order_by("next_at").only(*fields)
-    return list(free_rows(due)[:limit])
+    due = in_clock_form(Loop.objects.filter(state=LoopState.SCHEDULED, next_at__lte=now))
+    return list(free_rows(due.order_by("next_at").only(*fields))[:limit])
 
 
 _open_columns_of = attrgetter(*OPEN_RUN_COLUMNS)
@@ -230,14 +231,14 @@ class _Batch:
         skipped = _skip_taken(
             [run for run in runs if run.run_id not in inserted], self.loops, now, tally, self.misfired
         )
-        _record_misfires(
-            [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED], self.loops, now, tally
-        )
+        misfires = [run for run in runs if run.run_id in inserted and run.status == RunStatus.SKIPPED]
+        _record_misfires(misfires, self.loops, now, tally)
         tally.missed(sum(run.missed for run in runs if run.run_id in inserted) + sum(run.missed for run in skipped))
         tally.save()
         # Only the claimed runs are delivered; misfires were inserted already finished (skipped).
         claimed = Claimed(run.run_id for run in runs if run.run_id in inserted and run.status == RunStatus.CLAIMED)
         enqueue_deliveries(claimed)
+        _log_misfires(misfires, now)
         return claimed
 
     def write_delivered(self, host: Host) -> Claimed | None:
@@ -270,11 +271,13 @@ class _Batch:
         moved = [[loop.loop_id, loop.state, loop.next_at] for loop in self.advanced if loop.loop_id not in recorded]
         update_rows(Loop, ("state", "next_at"), moved)
         self._record_ended()
-        _record_misfires([run for run in self.runs if run.status == RunStatus.SKIPPED], self.loops, now, tally)
+        misfires = [run for run in self.runs if run.status == RunStatus.SKIPPED]
+        _record_misfires(misfires, self.loops, now, tally)
         tally.missed(sum(run.missed for run in self.runs))
         tally.save()  # before the inbox locks (Tally.save)
         deliver_last(host, prepared)
         log_attempts(attempts, now)
+        _log_misfires(misfires, now)
         claimed = Claimed()
         claimed.recorded = len(attempts)
         return claimed
@@ -289,11 +292,11 @@ class _Batch:
 
 def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, tally: Tally) -> None:
     """Catch-ups later than the misfire grace, and occurrences skipped for overlap or capacity
-    (scheduler.unattended), now recorded as skipped runs: say so in the log and the counters.
-    A recurring loop was already moved on to its next occurrence and keeps its last result (the
-    reason is on the run); a failed one-shot shows the reason itself."""
+    (scheduler.unattended), now recorded as skipped runs: say so in the counters (and, once the
+    claim is written, the log: _log_misfires). A recurring loop was already moved on to its next
+    occurrence and keeps its last result (the reason is on the run); a failed one-shot shows the
+    reason itself."""
     for run in runs:
-        log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
         tally.finished(RunStatus.SKIPPED)
         if reason := skip_reason(run.error):
             tally.skipped_for(reason)
@@ -301,6 +304,13 @@ def _record_misfires(runs: list[NewRun], loops: dict[str, Loop], now: datetime, 
             Loop.objects.filter(loop_id=run.loop_id).update(
                 last_run_at=now, last_result=RunStatus.FAILED, last_error=run.error
             )
+
+
+def _log_misfires(runs: list[NewRun], now: datetime) -> None:
+    """One line per misfire, written after the claim that recorded them, so that a claim undone to
+    its savepoint and written again (write_delivered, then write) says it once."""
+    for run in runs:
+        log_occurrence(logger, logging.WARNING, run, RunStatus.SKIPPED, now=now, error=run.error)
 
 
 def _skip_taken(
@@ -356,7 +366,8 @@ def next_wakeup(*, fresh_waiting: bool = False) -> datetime | None:
     scheduled = Loop.objects.filter(state=LoopState.SCHEDULED)
     if fresh_waiting:
         scheduled = scheduled.exclude(session_id=ReservedTarget.NEW)
-    next_loop = scheduled.aggregate(at=Min("next_at"))["at"]
+    # The first in loop_due_idx's order, of the deadlines the clock can read (in_clock_form).
+    next_loop = in_clock_form(scheduled).order_by("next_at").values_list("next_at", flat=True).first()
     next_retry = LoopRun.objects.filter(status__in=OPEN_STATUSES).aggregate(at=Min("retry_at"))["at"]
     moments = [moment for moment in (next_loop, next_retry) if moment is not None]
     return min(moments) if moments else None

@@ -15,8 +15,9 @@ resumes the loop (its next occurrence is then computed from now).
 That is housekeeping's work, off the clock's path: `runloops` repairs every such row before its
 clock starts (repair_all, a start-up check), and a housekeeping job repairs those written while it
 runs, every few seconds, in bounded steps (`settle_step`), a few statements each, between which the
-clock claims as usual. The claim and the clock's wakeup query read plain `next_at`: a row written
-by hand while a scheduler runs waits for the next pass, at the latest, to be claimed in truth.
+clock claims as usual. The claim and the clock's wakeup read only deadlines in Django's form (one
+SQL condition, `in_clock_form`): a row written by hand while a scheduler runs is unseen by the
+clock until the next pass has repaired it, and never stops or spins it.
 What a pass repaired is logged as a summary, one line per kind of repair (`Repairs`); each
 set-aside loop has its own event.
 """
@@ -162,6 +163,14 @@ def _in_stored_form(table: str, *, negate: bool = False) -> str:
     seconds = f"substr({table}.next_at, 1, 19)"
     clause = f"(typeof({table}.next_at) = 'text' AND ({forms}) AND datetime(julianday({seconds})) IS {seconds})"
     return f"NOT {clause}" if negate else clause
+
+
+def in_clock_form(loops: QuerySet[Loop]) -> QuerySet[Loop]:
+    """The loops the clock may read: all of them where deadlines are typed; on SQLite, those whose
+    stored deadline is in Django's form. One SQL condition, no repair: a row written by hand in
+    another form waits, unseen by the clock, for housekeeping (settle_step), where Django's converter
+    would raise on it and stop every claim and every wakeup (or, read as due, spin the clock)."""
+    return in_stored_form(loops) if stores_text() else loops
 
 
 def in_stored_form(loops: QuerySet[Loop], *, negate: bool = False) -> QuerySet[Loop]:

@@ -1,8 +1,8 @@
 """Deadlines stored in another form on SQLite (scheduler.stored_times): repaired off the clock's path.
 
 Rows are written with raw SQL, as a hand edit or another tool would, in forms Django does not
-write: ISO with "T" and "Z", an offset, an integer, garbage. The claim and the clock's wakeup read
-plain next_at; housekeeping's repair (and `runloops` at start-up) brings each row into Django's form
+write: ISO with "T" and "Z", an offset, an integer, garbage. The claim and the clock's wakeup see
+only deadlines in Django's form; housekeeping's repair (and `runloops` at start-up) brings each row into Django's form
 or sets it aside, and from then on the loop is claimed in truth. On PostgreSQL the column is typed,
 so only the no-op of the sweep is checked there.
 """
@@ -129,6 +129,22 @@ def test_a_row_due_only_as_text_is_not_claimed_before_its_repair(loops):
     assert claim(T0 + s(61)) == []
     assert stored_next_at(loop) == "2025-06-02 09:00:00-12:00"
     assert Loop.objects.get(pk=loop.pk).state == LoopState.SCHEDULED
+
+
+@sqlite_only
+@pytest.mark.parametrize("raw", ["2025-02-30 10:00:00", 1748858400, "2025-06-02 09:59:00+00:00"])
+def test_a_row_written_by_hand_before_its_repair_neither_stops_nor_wakes_the_clock(loops, raw):
+    """Until housekeeping repairs it, the clock does not see it: Django's converter would raise on an
+    impossible date or an integer (every claim and wakeup failing), and a readable row due to text
+    would keep the clock claiming in a loop. The other loops are claimed and woken for as usual."""
+    bad, good = loops(2)
+    write_next_at(bad, raw)
+    with time_machine.travel(T0, tick=False):
+        assert next_wakeup() == T0 + s(60)  # the good loop's deadline, not the row written by hand
+    claim(T0 + s(60), deliver=True)
+    assert list(LoopRun.objects.values_list("loop_id", "status")) == [(good.loop_id, RunStatus.DELIVERED)]
+    assert stored_next_at(bad) == str(raw)  # housekeeping's to repair
+    assert not LoopRun.objects.filter(loop_id=bad.loop_id).exists()
 
 
 @sqlite_only
