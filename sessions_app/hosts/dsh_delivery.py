@@ -110,7 +110,9 @@ def _through_plugin(host: DshHost, message: Message, ring: Callable[[Message], R
         rung = ring(message)
     if rung.message_id is None:
         # Not in the log (yet): not counted as delivered. The plugin looks again before any resend,
-        # and sends only if DSH no longer holds the message.
+        # and sends only if DSH no longer holds the message. Or DSH restarted onto a plugin that does
+        # not confirm: the next attempt asks it, and reads the history back if so (_carefully).
+        host.plugin.recheck()
         raise DshError(
             f"DSH accepted {message.occurrence_key} but it still waits in the session's inbox after "
             f"{CONFIRM_SECONDS:g} s; it is checked again before any resend.",

@@ -78,6 +78,11 @@ class PluginChannel:
             self._checked_at = now
         return self._abilities
 
+    def recheck(self) -> None:
+        """Ask `hello` again at the next call: an answer unlike what the plugin said it does (DSH
+        restarted onto an older plugin within the minute) must not be taken for its word until then."""
+        self._checked_at = None
+
     def loaded(self, session_ids: list[str]) -> dict[str, dict]:
         """Each session as the plugin sees it: `{attached: false}` when DSH has not loaded it, else
         its `running`, `projections`, `cwd`, `agentPreset` and `createdAt` (dsh-plugin/src/sessions.ts)."""

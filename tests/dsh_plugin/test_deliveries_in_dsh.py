@@ -151,3 +151,16 @@ def test_a_plugin_that_does_not_confirm_is_delivered_through_with_the_history_re
     assert not isinstance(result, HostError) and not isinstance(again, HostError), (result, again)
     assert result.message_id == again.message_id
     assert len(plugin_dsh.loop_messages("ses-older", key="loop_older@1000")) == 1
+
+
+def test_what_the_plugin_can_do_is_asked_again_after_a_recheck(plugin_dsh, workspace):
+    """A ring answered without a message ID makes the adapter ask `hello` again at its next call
+    (DSH may have restarted onto another plugin within the minute it trusts the last answer)."""
+    host = DshHost(plugin_dsh.url, cwd=str(workspace))
+    host.plugin._abilities = Abilities(deliver=True)
+    host.plugin._checked_at = time.monotonic() + 3600
+    assert not host.plugin.abilities().confirm  # the answer it holds
+
+    host.plugin.recheck()
+
+    assert host.plugin.abilities() == Abilities(deliver=True, confirm=True, sessions=True)  # the plugin's own
