@@ -34,7 +34,7 @@ def new_run(loop: Loop, *, scheduled_at: datetime, now: datetime, missed: int = 
 
 
 def deadline(loop: Loop) -> datetime:
-    """The deadline a claim takes: every due loop has one (next_at <= now, or settled from its text)."""
+    """The deadline a claim takes: every due loop has one (next_at <= now)."""
     assert loop.next_at is not None, loop.loop_id
     return loop.next_at
 

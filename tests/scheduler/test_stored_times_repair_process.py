@@ -1,4 +1,4 @@
-"""A real `runloops` on SQLite repairs 20,000 deadlines stored in other forms without holding up due work.
+"""A real `runloops` on SQLite repairs 20,000 deadlines stored in other forms before its clock starts, in a few log lines.
 
 The rows are written with raw SQL, as another tool would, in forms Django does not write: ISO with
 "T" and "Z", "+08:00" and "-12:00" offsets, integers. `runloops` repairs them before its clock's
@@ -55,7 +55,9 @@ def not_in_djangos_form() -> int:
         return cursor.fetchone()[0]
 
 
-def test_an_ordinary_loop_fires_on_time_while_20000_stored_deadlines_are_repaired(schedulers, make_session):
+def test_runloops_repairs_20000_stored_deadlines_at_start_up_then_fires_an_ordinary_loop_on_time(
+    schedulers, make_session
+):
     make_session("ses_a", status="idle")
     now = timezone.now().replace(microsecond=0)
     template = create_loop(every(3600), target="ses_a").loop_id
