@@ -84,7 +84,7 @@ class PruneJob:
 
 
 # How often deadlines written in another form are looked for (scheduler.stored_times): the clock
-# reads plain next_at, so this bounds how late one written by hand while the scheduler runs fires
+# sees only deadlines in Django's form, so this bounds how late one written by hand while the scheduler runs fires
 # (those written before are repaired at start-up, startup_checks). A pass that finds none is one
 # read, under no write lock.
 SETTLE_INTERVAL_SECONDS = 10.0
@@ -155,7 +155,7 @@ def send_notices_step() -> bool:
 
 def startup_checks() -> None:
     """What `runloops` repairs before its clock starts: every deadline stored in another form
-    (scheduler.stored_times), so that the clock's queries read plain next_at from the first tick.
+    (scheduler.stored_times), so that the clock's queries see every deadline from the first tick.
     A database that cannot be reached now does not stop the scheduler: the clock waits for it, and
     housekeeping's first pass repairs what this could not."""
     try:

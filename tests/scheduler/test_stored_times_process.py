@@ -74,7 +74,7 @@ def test_rows_the_claim_cannot_take_do_not_starve_a_real_scheduler(schedulers, m
 
 
 def test_rows_written_by_hand_while_it_runs_are_repaired_by_housekeeping_then_fire(schedulers, make_session):
-    """The claim and the clock's wakeup read plain next_at: a row written by hand while the scheduler
+    """The claim and the clock's wakeup see only Django's form: a row written by hand while the scheduler
     runs waits for housekeeping's next pass (every SETTLE_INTERVAL_SECONDS), then fires once; an
     integer the clock's queries cannot read is set aside by that pass, and the loops go on firing."""
     from scheduler.housekeeping import SETTLE_INTERVAL_SECONDS

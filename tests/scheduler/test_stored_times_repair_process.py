@@ -2,7 +2,7 @@
 
 The rows are written with raw SQL, as another tool would, in forms Django does not write: ISO with
 "T" and "Z", "+08:00" and "-12:00" offsets, integers. `runloops` repairs them before its clock's
-first tick (scheduler.housekeeping.startup_checks; the claim and the wakeup read plain next_at). An
+first tick (scheduler.housekeeping.startup_checks; the claim and the wakeup see only Django's form). An
 ordinary loop falls due a second after the scheduler is ready: it fires on time, and the log says
 what the repair did in a few summary lines, not one line per row. The unreadable loops still each
 get their `auto_paused` event (what an operator reads per loop).
