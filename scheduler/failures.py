@@ -24,6 +24,7 @@ from typing import Protocol
 
 from django.conf import settings
 
+from core.timeutil import truncate_to_ms
 from loops.counters import Tally
 from loops.events import SCHEDULER, record_event
 from loops.humanize import short_span
@@ -92,7 +93,9 @@ def after_failures(
             record_episode(loop, run, event=FailureEvent.LOOP_AUTO_PAUSED, error=error, now=now)
             return
         if loop.next_at is not None:
-            not_before = now + failure_backoff(failures)
+            # Up to the next whole millisecond (run times are whole ms): a run failed in the claim,
+            # within the millisecond of its deadline, still waits its whole backoff.
+            not_before = truncate_to_ms(now + failure_backoff(failures) + _UNDER_A_MS)
             if loop.next_at < not_before:
                 # The first occurrence at or after the backoff: the grid is kept (never earlier than
                 # the schedule), the occurrences in between are not attempted, and are counted.
@@ -113,6 +116,7 @@ def after_failures(
 
 
 _JUST_AFTER = timedelta(milliseconds=1)  # run times are whole milliseconds
+_UNDER_A_MS = timedelta(microseconds=999)
 
 
 def _failures(count: int) -> str:
