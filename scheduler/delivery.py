@@ -43,7 +43,6 @@ from loops.runs import OPEN_STATUSES, free_rows
 from scheduler.leases import lease_runs, still_leased
 from scheduler.prepare import Attempt, NotAsExpected, host_failed, prepare_batch, refused
 from scheduler.records import RUN_FIELDS, log_attempts, record_loops, settle_runs, write_runs
-from scheduler.records import backoff as backoff  # where the DSH outage tests read it
 from scheduler.rows import LOOP_COLUMNS, OPEN_RUN_COLUMNS, DeliveryLoop, RunRow
 from scheduler.targets import host_savepoint
 from sessions_app.hosts import get_host

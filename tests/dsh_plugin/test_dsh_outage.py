@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from loops.models import Loop, LoopRun, RunStatus
 from loops.runs import OPEN_STATUSES
-from scheduler.delivery import backoff
+from scheduler.records import backoff
 from tests.conftest import create_loop, every
 from tests.dsh_plugin.conftest import start_dshloop
 from tests.processes import wait_for

@@ -21,9 +21,10 @@ from loops.runs import lease
 from loops.services.lifecycle import loop_delete
 from scheduler import delivery, tasks
 from scheduler.claims import claim_due, recover_runs
-from scheduler.delivery import backoff, deliver_run
+from scheduler.delivery import deliver_run
 from scheduler.message import loop_message
 from scheduler.prepare import MAX_ATTEMPTS
+from scheduler.records import backoff
 from sessions_app.hosts.base import Capabilities, HostError, deliver_each
 from sessions_app.hosts.local import LocalHost
 from sessions_app.models import InboxMessage, Preset, SessionHeader
@@ -776,7 +777,7 @@ def test_one_run_raising_does_not_strand_the_rest_of_its_batch(create, make_sess
     assert sorted(statuses.values()) == [RunStatus.CLAIMED, RunStatus.DELIVERED, RunStatus.DELIVERED]
     # The broken one is retried after its backoff, like any transient failure.
     assert statuses[broken] == RunStatus.CLAIMED
-    assert recover_runs(now=T0 + s(10) + delivery.backoff(1)) == [broken]
+    assert recover_runs(now=T0 + s(10) + backoff(1)) == [broken]
 
 
 def test_a_batch_whose_delivery_raises_is_retried_whole_and_loses_nothing(create, make_session, monkeypatch):

@@ -16,8 +16,9 @@ import time_machine
 from loops.models import Loop, LoopRun, LoopState, RunStatus
 from loops.runs import WAITING_FOR_HOST, lease
 from scheduler.claims import claim_due, recover_runs
-from scheduler.delivery import backoff, deliver_run
+from scheduler.delivery import deliver_run
 from scheduler.prepare import MAX_ATTEMPTS
+from scheduler.records import backoff
 from tests.conftest import T0, captured_log, create_loop, every, s
 
 
