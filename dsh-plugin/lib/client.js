@@ -30,7 +30,7 @@ __export(index_exports, {
   openLoopsTab: () => openLoopsTab
 });
 module.exports = __toCommonJS(index_exports);
-var import_react4 = require("react");
+var import_react7 = require("react");
 
 // src/status.ts
 function summarize(loops) {
@@ -430,7 +430,7 @@ var BUTTON = { font: "inherit", fontSize: "12px", background: "none", border: "n
 var PRE = { whiteSpace: "pre-wrap", fontSize: "12px", margin: "6px 0 0", opacity: 0.85 };
 
 // src/client/panel.ts
-var import_react3 = require("react");
+var import_react6 = require("react");
 
 // src/schedule-kinds.json
 var schedule_kinds_default = [
@@ -724,14 +724,9 @@ function formFieldOf(field, form) {
   return known.includes(head) ? head : void 0;
 }
 
-// src/client/panel.ts
-var PANEL_REFRESH_MS = 3e3;
-var TICK_MS = 1e3;
-var TYPING_MS = 300;
+// src/client/filters.ts
+var import_react3 = require("react");
 var NO_FILTERS = { state: "", target: "", session: "", q: "" };
-function focusFilters(focus) {
-  return { ...NO_FILTERS, q: focus.loopId, ...focus.state === "completed" ? { state: "completed" } : {} };
-}
 var STATE_OPTIONS = [
   ["", "Any state"],
   ["scheduled", "Scheduled"],
@@ -748,38 +743,259 @@ var TARGET_OPTIONS = [
   ["new", "new (fresh session)"],
   ["session", "An existing session"]
 ];
+function FilterBar({ filters, setFilters, global, sessions }) {
+  const set = (key) => (event) => {
+    const value = event.target.value;
+    setFilters((previous) => ({ ...previous, [key]: value }));
+  };
+  return (0, import_react3.createElement)(
+    "div",
+    { className: "dshloop-filters" },
+    select("dshloop-filter-state", filters.state, STATE_OPTIONS, set("state"), "State"),
+    global ? select("dshloop-filter-target", filters.target, TARGET_OPTIONS, set("target"), "Target") : null,
+    global ? select("dshloop-filter-session", filters.session, [["", "Any session"], ...sessions.map(sessionOption)], set("session"), "Session") : null,
+    (0, import_react3.createElement)("input", {
+      type: "search",
+      name: "dshloop-filter-q",
+      "aria-label": "Prompt text or loop ID",
+      placeholder: "Prompt text or loop ID",
+      value: filters.q,
+      onChange: set("q"),
+      className: "dshloop-input"
+    })
+  );
+}
+function sessionOption(session) {
+  return [session.session_id, session.title ? `${session.title} (${session.session_id})` : session.session_id];
+}
+function select(name2, value, options, onChange, label) {
+  return (0, import_react3.createElement)(
+    "select",
+    { name: name2, value, onChange, className: "dshloop-input", ...label ? { "aria-label": label } : {} },
+    ...options.map(([key, text]) => (0, import_react3.createElement)("option", { key, value: key }, text))
+  );
+}
+
+// src/client/loop-form.ts
+var import_react4 = require("react");
+function LoopFormView({ form, sessions, current, onField, onCancel, onSubmit }) {
+  const unattended = form.loop?.session_id === "new";
+  const targets = [
+    ...current === void 0 ? [] : [["current", "This conversation"]],
+    ["session", "A session, by title"],
+    ["self", "self (the global interface)"],
+    ["new", "new (a fresh session each run)"]
+  ];
+  const optionsOf = (key) => {
+    if (key === "target") return targets;
+    if (key === "session") return [["", "Pick a session\u2026"], ...sessions.map(sessionOption)];
+    return FORM_FIELDS.find((spec) => spec.key === key)?.options;
+  };
+  return (0, import_react4.createElement)(
+    "form",
+    {
+      "data-dshloop-form": form.mode,
+      className: "dshloop-card dshloop-form",
+      onSubmit: (event) => {
+        event.preventDefault();
+        onSubmit();
+      }
+    },
+    (0, import_react4.createElement)("strong", null, form.mode === "create" ? "New loop" : `Edit ${form.loop?.loop_id ?? ""}`),
+    ...FORM_FIELDS.filter((spec) => spec.show(form.values, form.mode, unattended)).map((spec) => {
+      const value = form.values[spec.key];
+      const onInput = (event) => onField(spec.key, event.target.value);
+      const error = form.errors[spec.key];
+      const options = optionsOf(spec.key);
+      const common = { name: spec.key, value, onChange: onInput, className: "dshloop-input" };
+      const control = spec.control === "textarea" ? (0, import_react4.createElement)("textarea", { ...common, rows: 3 }) : spec.control === "select" && options !== void 0 ? (0, import_react4.createElement)("select", common, ...options.map(([key, label]) => (0, import_react4.createElement)("option", { key, value: key }, label))) : spec.control === "datetime" ? (0, import_react4.createElement)("input", { ...common, type: "datetime-local" }) : (0, import_react4.createElement)("input", { ...common, type: "text", inputMode: spec.control === "number" ? "numeric" : void 0 });
+      return (0, import_react4.createElement)(
+        "label",
+        { key: spec.key, "data-dshloop-input": spec.key, className: "dshloop-field" },
+        (0, import_react4.createElement)("span", null, spec.label, spec.hint ? (0, import_react4.createElement)("span", { className: "dshloop-muted" }, ` \u2014 ${spec.hint}`) : null),
+        control,
+        error ? (0, import_react4.createElement)("span", { "data-dshloop-field-error": spec.key, role: "alert", className: "dshloop-error" }, error) : null
+      );
+    }),
+    form.general ? (0, import_react4.createElement)("div", { "data-dshloop-field-error": "form", role: "alert", className: "dshloop-error" }, form.general) : null,
+    (0, import_react4.createElement)(
+      "div",
+      { className: "dshloop-actions" },
+      Button("primary", { type: "submit", "data-dshloop-action": "save", disabled: form.busy }, form.mode === "create" ? "Create" : "Save"),
+      Button("outline", { "data-dshloop-action": "cancel", onClick: onCancel }, "Cancel")
+    )
+  );
+}
+
+// src/client/loop-rows.ts
+var import_react5 = require("react");
+function LoopRow({ loop, titles, now, open, confirming, notice, history, latest, showSession, onToggle, onAction }) {
+  const state = stateWords(loop);
+  const failing = isFailing(loop);
+  const marked = state === "failed" || state === "awaiting approval" || state === "paused";
+  const next = nextWords(loop, now);
+  const current = latest !== void 0 && loop.last_run_at !== void 0 && latest.scheduled_at <= loop.last_run_at ? latest : void 0;
+  const last = lastRunWords(loop, now, runWords(current)?.text);
+  const ends = endsWords(loop, now);
+  return (0, import_react5.createElement)(
+    "div",
+    {
+      "data-dshloop-loop": loop.loop_id,
+      "data-dshloop-state": state,
+      ...failing ? { "data-dshloop-mark": "failed" } : {},
+      className: failing ? "dshloop-card dshloop-card--failing" : "dshloop-card"
+    },
+    (0, import_react5.createElement)(
+      "div",
+      { className: "dshloop-row" },
+      (0, import_react5.createElement)(
+        "button",
+        { type: "button", onClick: onToggle, className: "dshloop-name", "aria-expanded": open, title: loop.prompt },
+        loop.name ? `${loop.name} \u2014 ${preview(loop.prompt, 80)}` : preview(loop.prompt)
+      ),
+      Badge(state === "failed" ? "error" : marked ? "warning" : state === "running" ? "ongoing" : void 0, { "data-dshloop-field": "state" }, state)
+    ),
+    (0, import_react5.createElement)(
+      "div",
+      { className: "dshloop-row dshloop-meta" },
+      (0, import_react5.createElement)("span", { "data-dshloop-field": "schedule" }, loop.schedule_text ?? loop.schedule.kind),
+      (0, import_react5.createElement)("span", { className: "dshloop-muted" }, "\u2192"),
+      (0, import_react5.createElement)("span", { "data-dshloop-field": "target" }, targetWords(loop.session_id, titles)),
+      next !== void 0 ? (0, import_react5.createElement)("span", { "data-dshloop-field": "next" }, next) : null,
+      last !== void 0 ? (0, import_react5.createElement)("span", { "data-dshloop-field": "last-run" }, last) : (0, import_react5.createElement)("span", { className: "dshloop-muted" }, "not run yet"),
+      ends !== void 0 ? (0, import_react5.createElement)("span", { "data-dshloop-field": "ends" }, ends) : null
+    ),
+    loop.last_error ? (0, import_react5.createElement)("div", { "data-dshloop-field": "last-error", className: "dshloop-error" }, `last error: ${loop.last_error}`) : null,
+    (0, import_react5.createElement)(
+      "div",
+      { className: "dshloop-actions" },
+      ...actionsOf(loop).map((action) => Button(action === "delete" && confirming ? "primary" : "outline", {
+        key: action,
+        "data-dshloop-action": action,
+        ...action === "delete" ? { className: "dshloop-danger" } : {},
+        onClick: () => onAction(action)
+      }, action === "delete" && confirming ? "Confirm delete" : ACTION_LABELS[action] ?? action)),
+      Button("ghost", { "data-dshloop-action": "runs", onClick: onToggle, "aria-expanded": open }, open ? "Hide runs" : "Runs")
+    ),
+    notice ? (0, import_react5.createElement)("div", { "data-dshloop-notice": "true", className: "dshloop-error" }, notice) : null,
+    open ? (0, import_react5.createElement)(History, { history, now, showSession }) : null
+  );
+}
+function History({ history, now, showSession }) {
+  if (history === void 0) return (0, import_react5.createElement)("div", { className: "dshloop-muted" }, "Loading runs\u2026");
+  return (0, import_react5.createElement)(
+    "div",
+    { style: { marginTop: "8px" } },
+    (0, import_react5.createElement)("div", { className: "dshloop-section" }, history.runs.length === 0 ? "No runs yet." : "Runs, newest first"),
+    ...history.runs.map((run) => {
+      const words = runWords(run);
+      return (0, import_react5.createElement)(
+        "div",
+        { key: run.run_id, "data-dshloop-run": run.run_id, className: "dshloop-run" },
+        (0, import_react5.createElement)("span", null, ago(run.scheduled_at, now)),
+        run.manual ? (0, import_react5.createElement)("span", { className: "dshloop-muted" }, "run now") : null,
+        (0, import_react5.createElement)("span", { className: words?.failed ? "dshloop-error" : void 0 }, words?.text ?? run.status),
+        run.target_session_id && showSession ? Button("outline", {
+          "data-dshloop-open-session": run.target_session_id,
+          onClick: () => showSession(run.target_session_id, run.run_id)
+        }, "Open session") : null
+      );
+    }),
+    history.events.length > 0 ? (0, import_react5.createElement)("div", { className: "dshloop-section" }, "Trail") : null,
+    ...history.events.map((event, index) => (0, import_react5.createElement)(
+      "div",
+      { key: `${event.at}-${index}`, "data-dshloop-event": event.kind, className: "dshloop-meta" },
+      `${ago(event.at, now)} \xB7 ${event.kind} \xB7 ${event.actor.kind}${event.actor.id ? ` ${event.actor.id}` : ""}`
+    ))
+  );
+}
+function DeletedLoop({ history, name: name2, now, showSession }) {
+  const deleted = history.events[0];
+  return (0, import_react5.createElement)(
+    "div",
+    { "data-dshloop-loop-deleted": history.loopId, className: "dshloop-card" },
+    (0, import_react5.createElement)(
+      "div",
+      { className: "dshloop-row" },
+      (0, import_react5.createElement)("strong", null, name2 ?? history.loopId),
+      Badge("error", { "data-dshloop-field": "state" }, "deleted")
+    ),
+    (0, import_react5.createElement)(
+      "div",
+      { className: "dshloop-meta" },
+      `Deleted${deleted ? ` ${ago(deleted.at, now)}` : ""}: it no longer runs; its runs and trail stay.`
+    ),
+    (0, import_react5.createElement)(History, { history, now, showSession })
+  );
+}
+function Delivered({ sessionId, runs, loops, now, showSession }) {
+  const prompts = new Map(loops.map((loop) => [loop.loop_id, loop.name ?? preview(loop.prompt, 60)]));
+  return (0, import_react5.createElement)(
+    "div",
+    { "data-dshloop-delivered": sessionId },
+    (0, import_react5.createElement)("div", { className: "dshloop-section" }, "Runs delivered here"),
+    runs.length === 0 ? (0, import_react5.createElement)("div", { className: "dshloop-meta" }, "none yet") : null,
+    ...runs.map((run) => {
+      const words = runWords(run);
+      const parts = [
+        (0, import_react5.createElement)("span", { key: "at" }, ago(run.scheduled_at, now)),
+        (0, import_react5.createElement)("span", { key: "loop", className: "dshloop-muted" }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
+        run.loop_deleted ? (0, import_react5.createElement)("span", { key: "deleted", "data-dshloop-loop-deleted": run.loop_id, className: "dshloop-muted" }, "loop deleted") : null,
+        run.manual ? (0, import_react5.createElement)("span", { key: "manual", className: "dshloop-muted" }, "run now") : null,
+        (0, import_react5.createElement)("span", { key: "words", className: words?.failed ? "dshloop-error" : void 0 }, words?.text ?? run.status)
+      ];
+      if (showSession === void 0) return (0, import_react5.createElement)("div", { key: run.run_id, "data-dshloop-run": run.run_id, className: "dshloop-run" }, ...parts);
+      return (0, import_react5.createElement)("button", {
+        key: run.run_id,
+        type: "button",
+        "data-dshloop-run": run.run_id,
+        className: "dshloop-run",
+        title: "Show this run in the chat",
+        onClick: () => showSession(sessionId, run.run_id)
+      }, ...parts);
+    })
+  );
+}
+
+// src/client/panel.ts
+var PANEL_REFRESH_MS = 3e3;
+var TICK_MS = 1e3;
+var TYPING_MS = 300;
+function focusFilters(focus) {
+  return { ...NO_FILTERS, q: focus.loopId, ...focus.state === "completed" ? { state: "completed" } : {} };
+}
 function LoopsPanel(props) {
-  return (0, import_react3.createElement)(Boundary, {
+  return (0, import_react6.createElement)(Boundary, {
     label: "the Loops panel",
-    fallback: (error) => (0, import_react3.createElement)(
+    fallback: (error) => (0, import_react6.createElement)(
       "div",
       { "data-dshloop-panel": props.scope, "data-dshloop-error": "panel", className: "dshloop-panel dshloop-error" },
       `The Loops panel failed: ${error}. DSH works as before; dshloop's own panel shows the same loops.`
     )
-  }, (0, import_react3.createElement)(PanelBody, props));
+  }, (0, import_react6.createElement)(PanelBody, props));
 }
 function PanelBody({ scope, deps, onClose, focus }) {
   if (fault() === "panel") throw new Error("dshloop: a fault forced into the Loops panel (DSHLOOP_FAULT)");
   const current = scope === "global" ? void 0 : scope;
-  const [filters, setFilters] = (0, import_react3.useState)(focus === void 0 ? NO_FILTERS : focusFilters(focus));
-  const [list, setList] = (0, import_react3.useState)(void 0);
-  const [listError, setListError] = (0, import_react3.useState)(void 0);
-  const [version, setVersion] = (0, import_react3.useState)(0);
-  const [now, setNow] = (0, import_react3.useState)(() => Date.now());
-  const [openId, setOpenId] = (0, import_react3.useState)(focus?.loopId);
-  const [history, setHistory] = (0, import_react3.useState)(void 0);
-  const [form, setForm] = (0, import_react3.useState)(void 0);
-  const [delivered, setDelivered] = (0, import_react3.useState)(void 0);
-  const [sessions, setSessions] = (0, import_react3.useState)(void 0);
-  const [notices, setNotices] = (0, import_react3.useState)({});
-  const [confirming, setConfirming] = (0, import_react3.useState)(void 0);
+  const [filters, setFilters] = (0, import_react6.useState)(focus === void 0 ? NO_FILTERS : focusFilters(focus));
+  const [list, setList] = (0, import_react6.useState)(void 0);
+  const [listError, setListError] = (0, import_react6.useState)(void 0);
+  const [version, setVersion] = (0, import_react6.useState)(0);
+  const [now, setNow] = (0, import_react6.useState)(() => Date.now());
+  const [openId, setOpenId] = (0, import_react6.useState)(focus?.loopId);
+  const [history, setHistory] = (0, import_react6.useState)(void 0);
+  const [form, setForm] = (0, import_react6.useState)(void 0);
+  const [delivered, setDelivered] = (0, import_react6.useState)(void 0);
+  const [sessions, setSessions] = (0, import_react6.useState)(void 0);
+  const [notices, setNotices] = (0, import_react6.useState)({});
+  const [confirming, setConfirming] = (0, import_react6.useState)(void 0);
   const refresh = () => setVersion((value) => value + 1);
-  const [q, setQ] = (0, import_react3.useState)(focus?.loopId ?? "");
-  (0, import_react3.useEffect)(() => {
+  const [q, setQ] = (0, import_react6.useState)(focus?.loopId ?? "");
+  (0, import_react6.useEffect)(() => {
     const timer = setTimeout(() => setQ(filters.q.trim()), TYPING_MS);
     return () => clearTimeout(timer);
   }, [filters.q]);
-  const shown = (0, import_react3.useRef)(void 0);
+  const shown = (0, import_react6.useRef)(void 0);
   const resort = () => {
     shown.current = void 0;
     refresh();
@@ -798,13 +1014,13 @@ function PanelBody({ scope, deps, onClose, focus }) {
       setHistory({ loopId: openId, runs: more.runs, events: more.events });
     }
   }, PANEL_REFRESH_MS, () => void 0, (error) => setListError(errorText(error)), [deps, current, openId, version]);
-  (0, import_react3.useEffect)(() => resort(), [filters.state, filters.target, filters.session, q]);
-  (0, import_react3.useEffect)(() => {
+  (0, import_react6.useEffect)(() => resort(), [filters.state, filters.target, filters.session, q]);
+  (0, import_react6.useEffect)(() => {
     const ticker = setInterval(() => setNow(Date.now()), TICK_MS);
     return () => clearInterval(ticker);
   }, []);
   const needSessions = form !== void 0 || current === void 0;
-  (0, import_react3.useEffect)(() => {
+  (0, import_react6.useEffect)(() => {
     if (!needSessions || sessions !== void 0) return;
     deps.rpc({ op: "sessions" }).then((answer) => setSessions(answer.sessions ?? [])).catch(() => setSessions([]));
   }, [deps, needSessions, sessions]);
@@ -857,13 +1073,13 @@ function PanelBody({ scope, deps, onClose, focus }) {
     onClose?.();
     deps.showSession?.(sessionId, runId);
   };
-  return (0, import_react3.createElement)(
+  return (0, import_react6.createElement)(
     "div",
     { "data-dshloop-panel": scope, className: "dshloop-panel" },
-    (0, import_react3.createElement)(
+    (0, import_react6.createElement)(
       "div",
       { className: "dshloop-header" },
-      (0, import_react3.createElement)("span", { className: "dshloop-title" }, current === void 0 ? "Loops" : "Loops of this conversation"),
+      (0, import_react6.createElement)("span", { className: "dshloop-title" }, current === void 0 ? "Loops" : "Loops of this conversation"),
       // Always in its place, shown only when the rows' order is no longer dshloop's: appearing must
       // not push the rows down either.
       Button("ghost", {
@@ -879,8 +1095,8 @@ function PanelBody({ scope, deps, onClose, focus }) {
       }, "New loop"),
       onClose ? Button("outline", { "aria-label": "Close", "data-dshloop-action": "close", onClick: onClose }, "Close") : null
     ),
-    (0, import_react3.createElement)(FilterBar, { filters, setFilters, global: current === void 0, sessions: sessions ?? [] }),
-    form ? (0, import_react3.createElement)(LoopFormView, {
+    (0, import_react6.createElement)(FilterBar, { filters, setFilters, global: current === void 0, sessions: sessions ?? [] }),
+    form ? (0, import_react6.createElement)(LoopFormView, {
       form,
       sessions: sessions ?? [],
       current,
@@ -889,8 +1105,8 @@ function PanelBody({ scope, deps, onClose, focus }) {
       onCancel: () => setForm(void 0),
       onSubmit: () => void submit()
     }) : null,
-    listError ? (0, import_react3.createElement)("div", { "data-dshloop-error": "list", className: "dshloop-error" }, `Could not refresh: ${listError}`) : null,
-    list === void 0 ? (0, import_react3.createElement)("div", { className: "dshloop-muted" }, listError ? "" : "Loading\u2026") : list.loops.length === 0 ? deletedOpen ? null : (0, import_react3.createElement)("div", { "data-dshloop-empty": "true", className: "dshloop-muted", style: { padding: "12px 0" } }, "no loops") : (0, import_react3.createElement)("div", null, ...list.loops.map((loop) => (0, import_react3.createElement)(LoopRow, {
+    listError ? (0, import_react6.createElement)("div", { "data-dshloop-error": "list", className: "dshloop-error" }, `Could not refresh: ${listError}`) : null,
+    list === void 0 ? (0, import_react6.createElement)("div", { className: "dshloop-muted" }, listError ? "" : "Loading\u2026") : list.loops.length === 0 ? deletedOpen ? null : (0, import_react6.createElement)("div", { "data-dshloop-empty": "true", className: "dshloop-muted", style: { padding: "12px 0" } }, "no loops") : (0, import_react6.createElement)("div", null, ...list.loops.map((loop) => (0, import_react6.createElement)(LoopRow, {
       key: loop.loop_id,
       loop,
       titles,
@@ -904,216 +1120,9 @@ function PanelBody({ scope, deps, onClose, focus }) {
       onToggle: () => setOpenId(openId === loop.loop_id ? void 0 : loop.loop_id),
       onAction: (action) => void act(loop, action)
     }))),
-    deletedOpen && history !== void 0 ? (0, import_react3.createElement)(DeletedLoop, { history, name: delivered?.find((run) => run.loop_id === history.loopId)?.loop_name, now, showSession }) : null,
-    list?.more ? (0, import_react3.createElement)("div", { className: "dshloop-muted" }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
-    current !== void 0 && delivered !== void 0 ? (0, import_react3.createElement)(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now, showSession }) : null
-  );
-}
-function DeletedLoop({ history, name: name2, now, showSession }) {
-  const deleted = history.events[0];
-  return (0, import_react3.createElement)(
-    "div",
-    { "data-dshloop-loop-deleted": history.loopId, className: "dshloop-card" },
-    (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-row" },
-      (0, import_react3.createElement)("strong", null, name2 ?? history.loopId),
-      Badge("error", { "data-dshloop-field": "state" }, "deleted")
-    ),
-    (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-meta" },
-      `Deleted${deleted ? ` ${ago(deleted.at, now)}` : ""}: it no longer runs; its runs and trail stay.`
-    ),
-    (0, import_react3.createElement)(History, { history, now, showSession })
-  );
-}
-function Delivered({ sessionId, runs, loops, now, showSession }) {
-  const prompts = new Map(loops.map((loop) => [loop.loop_id, loop.name ?? preview(loop.prompt, 60)]));
-  return (0, import_react3.createElement)(
-    "div",
-    { "data-dshloop-delivered": sessionId },
-    (0, import_react3.createElement)("div", { className: "dshloop-section" }, "Runs delivered here"),
-    runs.length === 0 ? (0, import_react3.createElement)("div", { className: "dshloop-meta" }, "none yet") : null,
-    ...runs.map((run) => {
-      const words = runWords(run);
-      const parts = [
-        (0, import_react3.createElement)("span", { key: "at" }, ago(run.scheduled_at, now)),
-        (0, import_react3.createElement)("span", { key: "loop", className: "dshloop-muted" }, prompts.get(run.loop_id) ?? run.loop_name ?? run.loop_id),
-        run.loop_deleted ? (0, import_react3.createElement)("span", { key: "deleted", "data-dshloop-loop-deleted": run.loop_id, className: "dshloop-muted" }, "loop deleted") : null,
-        run.manual ? (0, import_react3.createElement)("span", { key: "manual", className: "dshloop-muted" }, "run now") : null,
-        (0, import_react3.createElement)("span", { key: "words", className: words?.failed ? "dshloop-error" : void 0 }, words?.text ?? run.status)
-      ];
-      if (showSession === void 0) return (0, import_react3.createElement)("div", { key: run.run_id, "data-dshloop-run": run.run_id, className: "dshloop-run" }, ...parts);
-      return (0, import_react3.createElement)("button", {
-        key: run.run_id,
-        type: "button",
-        "data-dshloop-run": run.run_id,
-        className: "dshloop-run",
-        title: "Show this run in the chat",
-        onClick: () => showSession(sessionId, run.run_id)
-      }, ...parts);
-    })
-  );
-}
-function FilterBar({ filters, setFilters, global, sessions }) {
-  const set = (key) => (event) => {
-    const value = event.target.value;
-    setFilters((previous) => ({ ...previous, [key]: value }));
-  };
-  return (0, import_react3.createElement)(
-    "div",
-    { className: "dshloop-filters" },
-    select("dshloop-filter-state", filters.state, STATE_OPTIONS, set("state"), "State"),
-    global ? select("dshloop-filter-target", filters.target, TARGET_OPTIONS, set("target"), "Target") : null,
-    global ? select("dshloop-filter-session", filters.session, [["", "Any session"], ...sessions.map(sessionOption)], set("session"), "Session") : null,
-    (0, import_react3.createElement)("input", {
-      type: "search",
-      name: "dshloop-filter-q",
-      "aria-label": "Prompt text or loop ID",
-      placeholder: "Prompt text or loop ID",
-      value: filters.q,
-      onChange: set("q"),
-      className: "dshloop-input"
-    })
-  );
-}
-function sessionOption(session) {
-  return [session.session_id, session.title ? `${session.title} (${session.session_id})` : session.session_id];
-}
-function select(name2, value, options, onChange, label) {
-  return (0, import_react3.createElement)(
-    "select",
-    { name: name2, value, onChange, className: "dshloop-input", ...label ? { "aria-label": label } : {} },
-    ...options.map(([key, text]) => (0, import_react3.createElement)("option", { key, value: key }, text))
-  );
-}
-function LoopRow({ loop, titles, now, open, confirming, notice, history, latest, showSession, onToggle, onAction }) {
-  const state = stateWords(loop);
-  const failing = isFailing(loop);
-  const marked = state === "failed" || state === "awaiting approval" || state === "paused";
-  const next = nextWords(loop, now);
-  const current = latest !== void 0 && loop.last_run_at !== void 0 && latest.scheduled_at <= loop.last_run_at ? latest : void 0;
-  const last = lastRunWords(loop, now, runWords(current)?.text);
-  const ends = endsWords(loop, now);
-  return (0, import_react3.createElement)(
-    "div",
-    {
-      "data-dshloop-loop": loop.loop_id,
-      "data-dshloop-state": state,
-      ...failing ? { "data-dshloop-mark": "failed" } : {},
-      className: failing ? "dshloop-card dshloop-card--failing" : "dshloop-card"
-    },
-    (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-row" },
-      (0, import_react3.createElement)(
-        "button",
-        { type: "button", onClick: onToggle, className: "dshloop-name", "aria-expanded": open, title: loop.prompt },
-        loop.name ? `${loop.name} \u2014 ${preview(loop.prompt, 80)}` : preview(loop.prompt)
-      ),
-      Badge(state === "failed" ? "error" : marked ? "warning" : state === "running" ? "ongoing" : void 0, { "data-dshloop-field": "state" }, state)
-    ),
-    (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-row dshloop-meta" },
-      (0, import_react3.createElement)("span", { "data-dshloop-field": "schedule" }, loop.schedule_text ?? loop.schedule.kind),
-      (0, import_react3.createElement)("span", { className: "dshloop-muted" }, "\u2192"),
-      (0, import_react3.createElement)("span", { "data-dshloop-field": "target" }, targetWords(loop.session_id, titles)),
-      next !== void 0 ? (0, import_react3.createElement)("span", { "data-dshloop-field": "next" }, next) : null,
-      last !== void 0 ? (0, import_react3.createElement)("span", { "data-dshloop-field": "last-run" }, last) : (0, import_react3.createElement)("span", { className: "dshloop-muted" }, "not run yet"),
-      ends !== void 0 ? (0, import_react3.createElement)("span", { "data-dshloop-field": "ends" }, ends) : null
-    ),
-    loop.last_error ? (0, import_react3.createElement)("div", { "data-dshloop-field": "last-error", className: "dshloop-error" }, `last error: ${loop.last_error}`) : null,
-    (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-actions" },
-      ...actionsOf(loop).map((action) => Button(action === "delete" && confirming ? "primary" : "outline", {
-        key: action,
-        "data-dshloop-action": action,
-        ...action === "delete" ? { className: "dshloop-danger" } : {},
-        onClick: () => onAction(action)
-      }, action === "delete" && confirming ? "Confirm delete" : ACTION_LABELS[action] ?? action)),
-      Button("ghost", { "data-dshloop-action": "runs", onClick: onToggle, "aria-expanded": open }, open ? "Hide runs" : "Runs")
-    ),
-    notice ? (0, import_react3.createElement)("div", { "data-dshloop-notice": "true", className: "dshloop-error" }, notice) : null,
-    open ? (0, import_react3.createElement)(History, { history, now, showSession }) : null
-  );
-}
-function History({ history, now, showSession }) {
-  if (history === void 0) return (0, import_react3.createElement)("div", { className: "dshloop-muted" }, "Loading runs\u2026");
-  return (0, import_react3.createElement)(
-    "div",
-    { style: { marginTop: "8px" } },
-    (0, import_react3.createElement)("div", { className: "dshloop-section" }, history.runs.length === 0 ? "No runs yet." : "Runs, newest first"),
-    ...history.runs.map((run) => {
-      const words = runWords(run);
-      return (0, import_react3.createElement)(
-        "div",
-        { key: run.run_id, "data-dshloop-run": run.run_id, className: "dshloop-run" },
-        (0, import_react3.createElement)("span", null, ago(run.scheduled_at, now)),
-        run.manual ? (0, import_react3.createElement)("span", { className: "dshloop-muted" }, "run now") : null,
-        (0, import_react3.createElement)("span", { className: words?.failed ? "dshloop-error" : void 0 }, words?.text ?? run.status),
-        run.target_session_id && showSession ? Button("outline", {
-          "data-dshloop-open-session": run.target_session_id,
-          onClick: () => showSession(run.target_session_id, run.run_id)
-        }, "Open session") : null
-      );
-    }),
-    history.events.length > 0 ? (0, import_react3.createElement)("div", { className: "dshloop-section" }, "Trail") : null,
-    ...history.events.map((event, index) => (0, import_react3.createElement)(
-      "div",
-      { key: `${event.at}-${index}`, "data-dshloop-event": event.kind, className: "dshloop-meta" },
-      `${ago(event.at, now)} \xB7 ${event.kind} \xB7 ${event.actor.kind}${event.actor.id ? ` ${event.actor.id}` : ""}`
-    ))
-  );
-}
-function LoopFormView({ form, sessions, current, onField, onCancel, onSubmit }) {
-  const unattended = form.loop?.session_id === "new";
-  const targets = [
-    ...current === void 0 ? [] : [["current", "This conversation"]],
-    ["session", "A session, by title"],
-    ["self", "self (the global interface)"],
-    ["new", "new (a fresh session each run)"]
-  ];
-  const optionsOf = (key) => {
-    if (key === "target") return targets;
-    if (key === "session") return [["", "Pick a session\u2026"], ...sessions.map(sessionOption)];
-    return FORM_FIELDS.find((spec) => spec.key === key)?.options;
-  };
-  return (0, import_react3.createElement)(
-    "form",
-    {
-      "data-dshloop-form": form.mode,
-      className: "dshloop-card dshloop-form",
-      onSubmit: (event) => {
-        event.preventDefault();
-        onSubmit();
-      }
-    },
-    (0, import_react3.createElement)("strong", null, form.mode === "create" ? "New loop" : `Edit ${form.loop?.loop_id ?? ""}`),
-    ...FORM_FIELDS.filter((spec) => spec.show(form.values, form.mode, unattended)).map((spec) => {
-      const value = form.values[spec.key];
-      const onInput = (event) => onField(spec.key, event.target.value);
-      const error = form.errors[spec.key];
-      const options = optionsOf(spec.key);
-      const common = { name: spec.key, value, onChange: onInput, className: "dshloop-input" };
-      const control = spec.control === "textarea" ? (0, import_react3.createElement)("textarea", { ...common, rows: 3 }) : spec.control === "select" && options !== void 0 ? (0, import_react3.createElement)("select", common, ...options.map(([key, label]) => (0, import_react3.createElement)("option", { key, value: key }, label))) : spec.control === "datetime" ? (0, import_react3.createElement)("input", { ...common, type: "datetime-local" }) : (0, import_react3.createElement)("input", { ...common, type: "text", inputMode: spec.control === "number" ? "numeric" : void 0 });
-      return (0, import_react3.createElement)(
-        "label",
-        { key: spec.key, "data-dshloop-input": spec.key, className: "dshloop-field" },
-        (0, import_react3.createElement)("span", null, spec.label, spec.hint ? (0, import_react3.createElement)("span", { className: "dshloop-muted" }, ` \u2014 ${spec.hint}`) : null),
-        control,
-        error ? (0, import_react3.createElement)("span", { "data-dshloop-field-error": spec.key, role: "alert", className: "dshloop-error" }, error) : null
-      );
-    }),
-    form.general ? (0, import_react3.createElement)("div", { "data-dshloop-field-error": "form", role: "alert", className: "dshloop-error" }, form.general) : null,
-    (0, import_react3.createElement)(
-      "div",
-      { className: "dshloop-actions" },
-      Button("primary", { type: "submit", "data-dshloop-action": "save", disabled: form.busy }, form.mode === "create" ? "Create" : "Save"),
-      Button("outline", { "data-dshloop-action": "cancel", onClick: onCancel }, "Cancel")
-    )
+    deletedOpen && history !== void 0 ? (0, import_react6.createElement)(DeletedLoop, { history, name: delivered?.find((run) => run.loop_id === history.loopId)?.loop_name, now, showSession }) : null,
+    list?.more ? (0, import_react6.createElement)("div", { className: "dshloop-muted" }, `Showing the first ${list.loops.length}; narrow the filters to see the rest.`) : null,
+    current !== void 0 && delivered !== void 0 ? (0, import_react6.createElement)(Delivered, { sessionId: current, runs: delivered, loops: list?.loops ?? [], now, showSession }) : null
   );
 }
 
@@ -1163,20 +1172,20 @@ function applyPanel(ctx) {
   };
   const Action = ({ wide }) => {
     const rail = wide === false;
-    const button = (0, import_react4.createElement)("button", {
+    const button = (0, import_react7.createElement)("button", {
       type: "button",
       "data-dshloop-open": "panel",
       "aria-label": "Loops",
       ...rail ? {} : { title: "Every loop, from dshloop" },
       onClick: () => overlay.show(),
       className: rail ? "dshloop-sidebar-action dshloop-sidebar-action--rail" : "dshloop-sidebar-action"
-    }, LoopIcon(rail ? 18 : 16), rail ? null : (0, import_react4.createElement)("span", null, "Loops"));
+    }, LoopIcon(rail ? 18 : 16), rail ? null : (0, import_react7.createElement)("span", null, "Loops"));
     return rail ? Hint("Loops", button) : button;
   };
   const Overlay = () => {
-    const [open, setOpen] = (0, import_react4.useState)(overlay.open);
-    (0, import_react4.useEffect)(() => overlay.watch(setOpen), []);
-    (0, import_react4.useEffect)(() => {
+    const [open, setOpen] = (0, import_react7.useState)(overlay.open);
+    (0, import_react7.useEffect)(() => overlay.watch(setOpen), []);
+    (0, import_react7.useEffect)(() => {
       if (!open) return void 0;
       const close = (event) => {
         if (event.key === "Escape") overlay.set(false);
@@ -1185,20 +1194,20 @@ function applyPanel(ctx) {
       return () => document.removeEventListener("keydown", close);
     }, [open]);
     if (!open) return null;
-    return (0, import_react4.createElement)("div", {
+    return (0, import_react7.createElement)("div", {
       "data-dshloop-overlay": "true",
       className: "dshloop-overlay",
       onClick: (event) => {
         if (event.target === event.currentTarget) overlay.set(false);
       }
-    }, (0, import_react4.createElement)(
+    }, (0, import_react7.createElement)(
       "div",
       { role: "dialog", "aria-label": "Loops", className: "dshloop-dialog" },
       // Keyed by the loop it was opened on, so a card's "Open loop" starts it afresh on that loop.
-      (0, import_react4.createElement)(LoopsPanel, { key: overlay.focus?.loopId ?? "", scope: "global", deps, focus: overlay.focus, onClose: () => overlay.set(false) })
+      (0, import_react7.createElement)(LoopsPanel, { key: overlay.focus?.loopId ?? "", scope: "global", deps, focus: overlay.focus, onClose: () => overlay.set(false) })
     ));
   };
-  const Tab = ({ dshloopSessionId }) => (0, import_react4.createElement)("div", { style: { height: "100%", overflowY: "auto" } }, (0, import_react4.createElement)(LoopsPanel, { scope: dshloopSessionId, deps }));
+  const Tab = ({ dshloopSessionId }) => (0, import_react7.createElement)("div", { style: { height: "100%", overflowY: "auto" } }, (0, import_react7.createElement)(LoopsPanel, { scope: dshloopSessionId, deps }));
   ctx.slots.inject("sidebar.footer.action", () => ctx.slots.register({ name: "sidebar.footer.action", id: "dshloop-loops", order: 20 }, Action));
   ctx.slots.inject("shell.overlay", () => ctx.slots.register({ name: "shell.overlay", id: "dshloop-loops" }, Overlay));
   ctx.slots.inject("conversation.view", () => ctx.slots.register({
@@ -1290,13 +1299,13 @@ function applyCards(ctx) {
   let shipped;
   const ContextNode = (props) => {
     const own = shipped?.component;
-    const theirs = () => (0, import_react4.createElement)(own, props);
+    const theirs = () => (0, import_react7.createElement)(own, props);
     const source = cardSource(props);
     if (source === void 0) return theirs();
-    return (0, import_react4.createElement)(
+    return (0, import_react7.createElement)(
       Boundary,
       { label: "a loop card (DSH draws its own row instead)", fallback: theirs },
-      (0, import_react4.createElement)(LoopCard, {
+      (0, import_react7.createElement)(LoopCard, {
         source,
         text: messageText(props),
         store,
@@ -1321,8 +1330,8 @@ function applyCards(ctx) {
   });
 }
 function LoopStatus({ dshloopSessionId: sessionId, load }) {
-  const [view, setView] = (0, import_react4.useState)({ kind: "loading" });
-  const [now, setNow] = (0, import_react4.useState)(() => Date.now());
+  const [view, setView] = (0, import_react7.useState)({ kind: "loading" });
+  const [now, setNow] = (0, import_react7.useState)(() => Date.now());
   usePoll(() => load(sessionId), REFRESH_MS, (answer2) => setView({ kind: "ready", sessionId, answer: answer2 }), (error) => {
     setView((previous) => ({
       kind: "error",
@@ -1332,13 +1341,13 @@ function LoopStatus({ dshloopSessionId: sessionId, load }) {
       ...previous.kind === "loading" || previous.sessionId !== sessionId ? {} : { answer: previous.answer }
     }));
   }, [sessionId, load]);
-  (0, import_react4.useEffect)(() => {
+  (0, import_react7.useEffect)(() => {
     const ticker = setInterval(() => setNow(Date.now()), TICK_MS2);
     return () => clearInterval(ticker);
   }, []);
   if (view.kind === "loading" || view.sessionId !== sessionId) return null;
   if (view.kind === "error" && view.answer === void 0) {
-    return (0, import_react4.createElement)("span", {
+    return (0, import_react7.createElement)("span", {
       "data-dshloop-status": sessionId,
       "data-dshloop-error": "true",
       title: view.message,
@@ -1349,7 +1358,7 @@ function LoopStatus({ dshloopSessionId: sessionId, load }) {
   const summary = summarize(answer.loops);
   const mark = summary.failed > 0 ? "failed" : summary.paused > 0 ? "paused" : summary.overdue > 0 ? "overdue" : void 0;
   const marked = mark !== void 0;
-  return (0, import_react4.createElement)("a", {
+  return (0, import_react7.createElement)("a", {
     "data-dshloop-status": sessionId,
     ...marked ? { "data-dshloop-mark": mark } : {},
     ...view.kind === "error" ? { "data-dshloop-stale": "true" } : {},
@@ -1365,7 +1374,7 @@ function LoopStatus({ dshloopSessionId: sessionId, load }) {
     style: { ...STYLE, ...marked ? { color: "var(--dsw-alias-state-error-primary, #b42318)", fontWeight: 600 } : {} }
   }, statusText(summary, now), marked ? MARK : null);
 }
-var MARK = (0, import_react4.createElement)("span", { "aria-hidden": "true", style: { marginLeft: "4px" } }, "\u26A0");
+var MARK = (0, import_react7.createElement)("span", { "aria-hidden": "true", style: { marginLeft: "4px" } }, "\u26A0");
 var STYLE = {
   fontSize: "12px",
   lineHeight: "20px",
