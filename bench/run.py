@@ -56,6 +56,16 @@ def splice(existing: str, rendered: str, sections: list[str]) -> str:
     return "".join([*out, *fresh.values()])
 
 
+def write_report(output: Path, rendered: str, only: list[str]) -> None:
+    """The report of a run of the sections `only`: the whole of `rendered` when every section
+    `run_sections` renders ran, else their parts spliced into the existing report. B5 is never among
+    them: its own process splices its part in afterwards."""
+    ran = [section for section in only if section in SECTIONS]
+    if set(ran) != set(SECTIONS) and output.exists():
+        rendered = splice(output.read_text(), rendered, ran)
+    output.write_text(rendered)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repetition (checks the harness)")
@@ -167,10 +177,7 @@ def run_sections(sizes: Sizes, quick: bool, only: list[str], output: Path, *, ke
                     system.conn.close()
             for database in db.ALL_DATABASES:
                 db.drop(database)
-    rendered = report.render(run.results)
-    if set(only) != set(SECTIONS) and output.exists():
-        rendered = splice(output.read_text(), rendered, only)
-    output.write_text(rendered)
+    write_report(output, report.render(run.results), only)
     log(f"bench: done in {(time.monotonic() - started) / 60:.1f} min; wrote {output}")
     return 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.run import splice
+from bench.run import SECTIONS, splice, write_report
 
 EXISTING = """# Benchmarks
 
@@ -68,3 +68,19 @@ def test_a_section_the_report_lacked_goes_before_reproduce():
     spliced = splice(EXISTING, RENDERED, ["limit"])
     assert spliced.index("new limit") < spliced.index("## Reproduce") and spliced.endswith("    make bench\n")
     assert "old B1" in spliced
+
+
+def test_a_run_with_b5_among_its_sections_splices_only_the_sections_it_rendered(tmp_path):
+    """`make bench --only B1,B5` (or any run naming B5): B5's own process writes its part later."""
+    output = tmp_path / "BENCHMARKS.md"
+    output.write_text(EXISTING)
+    write_report(output, RENDERED, ["B1", "B5"])
+    written = output.read_text()
+    assert "new B1" in written and "old B2" in written and "kept too" in written
+
+
+def test_a_run_of_every_section_writes_the_whole_report_whether_or_not_b5_follows(tmp_path):
+    output = tmp_path / "BENCHMARKS.md"
+    output.write_text(EXISTING)
+    write_report(output, RENDERED, [*SECTIONS, "B5"])
+    assert output.read_text() == RENDERED
