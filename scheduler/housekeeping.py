@@ -153,13 +153,14 @@ def send_notices_step() -> bool:
     return send_notices(limit=NOTICE_BATCH) >= NOTICE_BATCH
 
 
-def startup_checks() -> None:
+def startup_checks(stop: threading.Event | None = None) -> None:
     """What `runloops` repairs before its clock starts: every deadline stored in another form
     (scheduler.stored_times), so that the clock's queries see every deadline from the first tick.
     A database that cannot be reached now does not stop the scheduler: the clock waits for it, and
-    housekeeping's first pass repairs what this could not."""
+    housekeeping's first pass repairs what this could not. A stop asked meanwhile ends it between
+    batches."""
     try:
-        repair_all(now=timezone.now(), by="deadline repair")
+        repair_all(now=timezone.now(), by="deadline repair", stop=stop)
     except DatabaseError as exc:
         logger.warning("the start-up repair of stored deadlines could not run (%s); housekeeping's pass will", exc)
         connection.close()

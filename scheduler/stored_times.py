@@ -25,6 +25,7 @@ set-aside loop has its own event.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -204,11 +205,13 @@ def _settle_loops(candidates: QuerySet[Loop], loop_ids: list[str], *, now: datet
         settle([(loop, loop.stored_next_at) for loop in loops], now=now, repairs=repairs)
 
 
-def repair_all(*, now: datetime, by: str) -> Repairs:
+def repair_all(*, now: datetime, by: str, stop: threading.Event | None = None) -> Repairs:
     """Every deadline stored in another form, settled (step by step) and logged as `by`: the check
-    `runloops` makes before its clock starts. A no-op where deadlines are typed."""
+    `runloops` makes before its clock starts. A no-op where deadlines are typed. Between batches it
+    gives up once `stop` is set: runloops stops within its promise however many rows wait, and
+    housekeeping repairs the rest on the next start."""
     repairs = Repairs()
-    while settle_step(now=now, repairs=repairs):
+    while settle_step(now=now, repairs=repairs, limit=SETTLE_BATCH) and not (stop is not None and stop.is_set()):
         pass
     repairs.log(by)
     return repairs

@@ -223,6 +223,30 @@ def test_runloops_start_up_check_repairs_every_row_before_the_clock_starts(loops
 
 
 @sqlite_only
+def test_the_start_up_repair_ends_between_batches_once_a_stop_is_asked(loops, monkeypatch):
+    """runloops promises to stop within seconds: a stop asked during a long start-up repair ends it
+    after the batch in hand, and the rest waits (unseen by the clock) for housekeeping."""
+    import threading
+
+    from scheduler import stored_times
+    from scheduler.housekeeping import startup_checks
+
+    monkeypatch.setattr(stored_times, "SETTLE_BATCH", 2)
+    made = loops(5)
+    for loop in made:
+        write_next_at(loop, "2025-06-02T10:00:30Z")
+    stop = threading.Event()
+    stop.set()
+    with time_machine.travel(T0, tick=False):
+        startup_checks(stop)
+    repaired = [loop for loop in made if stored_next_at(loop) == django_form(T0 + s(30))]
+    assert len(repaired) == 2
+    with time_machine.travel(T0, tick=False):
+        startup_checks(threading.Event())
+    assert {stored_next_at(loop) for loop in made} == {django_form(T0 + s(30))}
+
+
+@sqlite_only
 def test_the_sweep_settles_hidden_deadlines_and_sets_aside_garbage(loops):
     hidden, garbage, fine = loops(3)
     write_next_at(hidden, "2025-06-02T10:00:30Z")  # "T" sorts after " ": due to text only tomorrow

@@ -140,7 +140,7 @@ class Command(BaseCommand):
         from scheduler.clock import Clock
         from scheduler.housekeeping import Housekeeper, default_jobs, startup_checks, webhook_jobs
 
-        startup_checks()
+        startup_checks(stop)
         # Started after the fork of the cluster's processes, so that none of them inherits them.
         housekeeper = Housekeeper(stop, jobs=default_jobs())
         housekeeper.start()
