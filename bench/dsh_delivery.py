@@ -2,8 +2,8 @@
 --dsh [--quick]`, `make bench DSH=1`).
 
 A real DSH 0.1.0-rc.8 with dshloop's plugin and the stub model (tests/stub_model.py: only the LLM
-is not real), a profile of `profile` sessions (made, then DSH restarted, so that they are cold as a
-long-lived profile's are), and per burst size N:
+is not real), a profile of `profile` sessions (cold, as a long-lived profile's are: their logs on
+disk, found by DSH on a restart; seed_cold_sessions), and per burst size N:
 - DSH's own pace: one client sends `session.prompt` (queue) to N fresh idle sessions, one after
   another, as FIELD-NOTES measured it;
 - dshloop: N loops (one per fresh idle session) due at one instant, delivered by one `runloops`
@@ -21,6 +21,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +41,6 @@ from .systems import Dshloop
 from .timing import HOUR, now
 
 DATABASE = f"{db.PREFIX}_dsh"
-PROFILE_CHUNK = 250  # sessions made between restarts of DSH
 
 
 @dataclass(frozen=True)
@@ -151,9 +151,7 @@ def one_profile(DshHost, install, model, token, profile: int, sizes: DshSizes, w
     try:
         log(f"B5: a profile of {profile:,} sessions …")
         made = time.monotonic()
-        for chunk in range(0, profile, PROFILE_CHUNK):
-            create_sessions(dsh, [f"profile-{i}" for i in range(chunk, min(profile, chunk + PROFILE_CHUNK))], cwd)
-            dsh.restart()  # a long-lived profile's sessions are cold (and DSH makes sessions slower with many live)
+        seed_cold_sessions(dsh, home, [f"profile-{i}" for i in range(profile)], cwd)
         made = time.monotonic() - made
         web = system.start_web(work / "web.log", web_port)
         wait_ready(web, lambda: answers(f"http://127.0.0.1:{web_port}/api/health"), timeout=60, what="web")
@@ -169,9 +167,7 @@ def one_profile(DshHost, install, model, token, profile: int, sizes: DshSizes, w
             grow = sizes.poll_profile - session_count(dsh)
             if grow > 0:
                 log(f"B5: growing the profile to {sizes.poll_profile:,} sessions for the composer poll …")
-                for chunk in range(0, grow, PROFILE_CHUNK):
-                    create_sessions(dsh, [f"poll-{i}" for i in range(chunk, min(grow, chunk + PROFILE_CHUNK))], cwd)
-                    dsh.restart()
+                seed_cold_sessions(dsh, home, [f"poll-{i}" for i in range(grow)], cwd)
             poll["poll"] = composer_poll(dsh, proxy, sizes.polls)
         return rounds
     finally:
@@ -200,6 +196,40 @@ def answers(url: str) -> bool:
 def create_sessions(dsh, ids: list[str], cwd: Path) -> None:
     with ThreadPoolExecutor(8) as pool:  # DSH takes creates side by side
         list(pool.map(lambda sid: dsh.call("session.create", {"sessionId": sid, "cwd": str(cwd)}, timeout=60), ids))
+
+
+def seed_cold_sessions(dsh, home: Path, ids: list[str], cwd: Path) -> None:
+    """`ids` as a long-lived profile holds them: cold sessions, each only its log on disk. DSH makes
+    the first (session.create); the others are its log under their own ID and creation time, written
+    beside it; then DSH is restarted and finds them all. rc.8 rewrites its whole projection cache on
+    each create, so creates slow down as the profile grows (about 2 a second at 1,700 sessions here):
+    a 5,000-session profile took most of an hour to make, where these files take seconds."""
+    if shutil.which("zstd") is None:
+        raise RuntimeError("the zstd command is needed to write DSH's session logs (Debian: apt-get install zstd)")
+    template_id, others = ids[0], ids[1:]
+    create_sessions(dsh, [template_id], cwd)
+    dsh.restart()  # DSH writes a session's log to disk as it lets it go
+    [template] = home.glob(f"sessions/*/{template_id}/session.jsonl.zstd")
+    log_text = subprocess.run(["zstd", "-dcq", str(template)], capture_output=True, check=True, text=True).stdout
+    first_line, _, rest = log_text.partition("\n")
+    header = json.loads(first_line)
+    # A log is zstd frames, the first exactly the header line: each session's own header frame, then
+    # the template's events (the same for every fresh session) as one frame.
+    events_frame = subprocess.run(["zstd", "-cq"], input=rest.encode(), capture_output=True, check=True).stdout
+    headers = []
+    for offset, session_id in enumerate(others, start=1):
+        folder = template.parent.parent / session_id
+        folder.mkdir()
+        fields = {**header, "id": session_id, "createdAt": header["createdAt"] + offset}
+        headers.append(folder / "header.jsonl")
+        headers[-1].write_text(json.dumps(fields, separators=(",", ":")) + "\n")
+    for chunk in range(0, len(headers), 500):  # one zstd per 500 headers; --rm keeps only the frames
+        subprocess.run(["zstd", "-q", "--rm", *map(str, headers[chunk : chunk + 500])], check=True)
+    for path in headers:
+        frame = path.with_name("header.jsonl.zst")
+        path.with_name("session.jsonl.zstd").write_bytes(frame.read_bytes() + events_frame)
+        frame.unlink()
+    dsh.restart()
 
 
 def session_count(dsh) -> int:

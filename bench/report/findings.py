@@ -15,11 +15,13 @@ WHEN_MISSED = {
     "the PostgreSQL server spend per occurrence, and on cores shared by both no arrangement of the work "
     "beats the CPU ceiling row. Lock waits are small (the backends' waits are under each table: the inbox "
     "lock a delivery holds for its messages' INSERT and commit is what several schedulers still queue "
-    "for). Rows written: the loop twice and the run twice (claim, record), the message once. What would "
-    "reach the targets from here: for the embedded host, delivering in the claim's own transaction (the "
-    "run inserted already delivered and the loop updated once: three rows per occurrence instead of five, "
-    "two statements less and no task hand-off), reading the hot path's timestamps as integers (psycopg's "
-    "timestamp loader is Python code, about 2 µs a value), and batching the log line per occurrence.",
+    "for). Rows written: three an occurrence (on the embedded host a claim delivers and records its runs in "
+    "its own transaction: the loop, the run and the message, each once). One `runloops` claims with a task "
+    "worker beside it (claim_burst); several claim side by side, each a transaction and a process of its "
+    "own on the same two cores, so past the cores' ceiling more schedulers add switching, not speed. What "
+    "would move it from here: reading the claimed loops as rows instead of model instances, reading the "
+    "hot path's timestamps as integers (psycopg's timestamp loader is Python code, about 2 µs a value), and "
+    "batching the log line per occurrence.",
     "B2": "**B2 lateness.** A delivery waits for the clock to wake (a timer on the earliest deadline, at least "
     "`MIN_SLEEP` 50 ms apart), the claim to commit, the pusher to be woken by NOTIFY, a worker to take the "
     "task and the batch to be delivered and recorded. On a loaded two-core machine each hand-off between "
