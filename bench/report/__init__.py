@@ -55,9 +55,13 @@ def render(results: dict) -> str:
         if section:
             parts.append(section)
     parts.append(
-        "## Reproduce\n\n    make bench            # full size, ~50 min; then B5 where a DSH is installed, ~10 min\n"
+        "## Reproduce\n\n    make bench            # full size, ~65 min; then B5 where a DSH is installed, ~60 min\n"
         "    make bench QUICK=1    # tiny sizes, ~8 min: checks the harness\n"
         "    make bench DSH=1      # B5 alone\n\n"
+        "B5 spends most of its time in DSH making each round's fresh sessions (rc.8 rewrites its whole "
+        "projection cache on each create: about one a second in a profile of 5,000); it needs the `zstd` "
+        "command to write the cold profile. Smaller sizes: `make bench DSH=1 BENCH_ARGS='--dsh-profiles 100 "
+        "--dsh-poll-profile 1000'`.\n\n"
         "Raw numbers per repetition and scheduler logs: `var/bench/<date>/`."
     )
     return "\n\n".join(parts) + "\n"
