@@ -59,7 +59,7 @@ def render(results: dict) -> str:
         "    make bench QUICK=1    # tiny sizes, ~8 min: checks the harness\n"
         "    make bench DSH=1      # B5 alone\n\n"
         "B5 spends most of its time in DSH making each round's fresh sessions (rc.8 rewrites its whole "
-        "projection cache on each create: about one a second in a profile of 5,000); it needs the `zstd` "
+        "projection cache on each create: about one every two seconds in a profile of 5,000); it needs the `zstd` "
         "command to write the cold profile. Smaller sizes: `make bench DSH=1 BENCH_ARGS='--dsh-profiles 100 "
         "--dsh-poll-profile 1000'`.\n\n"
         "Raw numbers per repetition and scheduler logs: `var/bench/<date>/`."
